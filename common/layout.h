@@ -1,0 +1,47 @@
+// The model layout: an ordered list of named float32 tensors, shared by every
+// process of a job. Pure values; thread-compatible.
+#ifndef SHARDPS_COMMON_LAYOUT_H_
+#define SHARDPS_COMMON_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/shardps.pb.h"
+
+namespace shardps {
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> dims;
+
+  int64_t NumElements() const;
+  bool operator==(const TensorSpec& other) const {
+    return name == other.name && dims == other.dims;
+  }
+};
+
+struct Layout {
+  std::vector<TensorSpec> tensors;
+
+  int64_t TotalBytes() const;
+  bool operator==(const Layout& other) const { return tensors == other.tensors; }
+  bool operator!=(const Layout& other) const { return !(*this == other); }
+};
+
+// A stable 64-bit fingerprint of names and shapes (FNV-1a); every process of a
+// job computes the same value for the same layout.
+uint64_t LayoutHash(const Layout& layout);
+
+// Short human-readable form, "w1[784,256] b1[256]", for logs and errors.
+std::string LayoutDebugString(const Layout& layout);
+
+// Converts from the wire; INVALID_ARGUMENT on an empty layout, an empty name,
+// or a dimension that is not positive.
+absl::StatusOr<Layout> LayoutFromProto(const wire::Layout& proto);
+wire::Layout LayoutToProto(const Layout& layout);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_COMMON_LAYOUT_H_

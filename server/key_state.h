@@ -1,0 +1,45 @@
+// The state of one key (chunk) on its server: weights, optimizer slots,
+// version, and the sync-mode gradient buffer. Each key has its own lock.
+#ifndef SHARDPS_SERVER_KEY_STATE_H_
+#define SHARDPS_SERVER_KEY_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/key_partition.h"
+
+namespace shardps {
+
+struct KeyState {
+  KeyState(const ChunkInfo& chunk, int num_slots, int num_workers)
+      : info(chunk),
+        weights(chunk.length),
+        slots(num_slots, std::vector<float>(chunk.length)),
+        last_pushed_step(num_workers, -1) {}
+  KeyState(const KeyState&) = delete;
+  KeyState& operator=(const KeyState&) = delete;
+
+  // Constant after construction.
+  const ChunkInfo info;
+
+  absl::Mutex mu;
+  std::vector<float> weights ABSL_GUARDED_BY(mu);
+  std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
+  // Optimizer steps applied. Written under mu; read without it by waiters.
+  std::atomic<int64_t> version{0};
+  // Per worker rank: the last step it pushed for this key; -1 before any.
+  std::vector<int64_t> last_pushed_step ABSL_GUARDED_BY(mu);
+
+  // Sync mode: sum of the gradients pushed for step `version`, and who
+  // pushed them. Empty until the first buffered push.
+  std::vector<float> grad_sum ABSL_GUARDED_BY(mu);
+  std::vector<bool> contributed ABSL_GUARDED_BY(mu);
+  int contributors ABSL_GUARDED_BY(mu) = 0;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_KEY_STATE_H_

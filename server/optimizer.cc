@@ -1,0 +1,149 @@
+#include "server/optimizer.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardps {
+
+absl::StatusOr<OptimizerKind> ParseOptimizer(const std::string& text) {
+  if (text == "sgd") return OptimizerKind::kSgd;
+  if (text == "adam") return OptimizerKind::kAdam;
+  if (text == "adamw") return OptimizerKind::kAdamW;
+  if (text == "adagrad") return OptimizerKind::kAdaGrad;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer '", text, "'; want sgd, adam, adamw or adagrad"));
+}
+
+std::string OptimizerName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kAdaGrad: return "adagrad";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
+  auto bad = [](const char* name, double v, const char* want) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " is ", v, "; want ", want));
+  };
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) return bad("lr", o.lr, "> 0");
+  if (!(o.momentum >= 0 && o.momentum < 1)) return bad("momentum", o.momentum, "in [0, 1)");
+  if (o.nesterov && o.momentum == 0) return bad("momentum", o.momentum, "> 0 with nesterov");
+  if (!(o.weight_decay >= 0)) return bad("weight_decay", o.weight_decay, ">= 0");
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) return bad("beta1", o.beta1, "in [0, 1)");
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) return bad("beta2", o.beta2, "in [0, 1)");
+  if (!(o.epsilon > 0)) return bad("epsilon", o.epsilon, "> 0");
+  if (o.schedule.warmup_steps < 0) return bad("lr_warmup_steps", o.schedule.warmup_steps, ">= 0");
+  if (o.schedule.step_size < 1) return bad("lr_step_size", o.schedule.step_size, ">= 1");
+  if (o.schedule.total_steps < 1) return bad("lr_total_steps", o.schedule.total_steps, ">= 1");
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The loops below are plain indexed loops over restrict pointers so that the
+// compiler vectorises them.
+
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(const OptimizerOptions& o) : o_(o) {}
+  int NumSlots() const override { return o_.momentum > 0 ? 1 : 0; }
+
+  void Apply(int64_t step, int64_t n, const float* __restrict grad, float* __restrict w,
+             float* const* slots) const override {
+    const float lr = static_cast<float>(LearningRateAt(o_.schedule, o_.lr, step));
+    const float wd = static_cast<float>(o_.weight_decay);
+    if (o_.momentum == 0) {
+      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (grad[i] + wd * w[i]);
+      return;
+    }
+    const float mu = static_cast<float>(o_.momentum);
+    float* __restrict v = slots[0];
+    // PyTorch starts the buffer at the first gradient: with v = 0 that is mu*0 + g.
+    if (o_.nesterov) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = grad[i] + wd * w[i];
+        v[i] = mu * v[i] + g;
+        w[i] -= lr * (g + mu * v[i]);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = grad[i] + wd * w[i];
+        v[i] = mu * v[i] + g;
+        w[i] -= lr * v[i];
+      }
+    }
+  }
+
+ private:
+  const OptimizerOptions o_;
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(const OptimizerOptions& o, bool decoupled) : o_(o), decoupled_(decoupled) {}
+  int NumSlots() const override { return 2; }
+
+  void Apply(int64_t step, int64_t n, const float* __restrict grad, float* __restrict w,
+             float* const* slots) const override {
+    const double lr = LearningRateAt(o_.schedule, o_.lr, step);
+    const double t = static_cast<double>(step + 1);
+    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+    const float step_size = static_cast<float>(lr / (1.0 - std::pow(o_.beta1, t)));
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(o_.beta2, t)));
+    const float eps = static_cast<float>(o_.epsilon);
+    const float l2 = decoupled_ ? 0.0f : static_cast<float>(o_.weight_decay);
+    const float shrink = decoupled_ ? static_cast<float>(1.0 - lr * o_.weight_decay) : 1.0f;
+    float* __restrict m = slots[0];
+    float* __restrict v = slots[1];
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = grad[i] + l2 * w[i];
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      w[i] = w[i] * shrink - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+    }
+  }
+
+ private:
+  const OptimizerOptions o_;
+  const bool decoupled_;
+};
+
+class AdaGrad final : public Optimizer {
+ public:
+  explicit AdaGrad(const OptimizerOptions& o) : o_(o) {}
+  int NumSlots() const override { return 1; }
+
+  void Apply(int64_t step, int64_t n, const float* __restrict grad, float* __restrict w,
+             float* const* slots) const override {
+    const float lr = static_cast<float>(LearningRateAt(o_.schedule, o_.lr, step));
+    const float wd = static_cast<float>(o_.weight_decay);
+    const float eps = static_cast<float>(o_.epsilon);
+    float* __restrict sum = slots[0];
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = grad[i] + wd * w[i];
+      sum[i] += g * g;
+      w[i] -= lr * g / (std::sqrt(sum[i]) + eps);
+    }
+  }
+
+ private:
+  const OptimizerOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerOptions& options) {
+  switch (options.kind) {
+    case OptimizerKind::kSgd: return std::make_unique<Sgd>(options);
+    case OptimizerKind::kAdam: return std::make_unique<Adam>(options, /*decoupled=*/false);
+    case OptimizerKind::kAdamW: return std::make_unique<Adam>(options, /*decoupled=*/true);
+    case OptimizerKind::kAdaGrad: return std::make_unique<AdaGrad>(options);
+  }
+  return nullptr;
+}
+
+}  // namespace shardps

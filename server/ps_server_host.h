@@ -1,0 +1,65 @@
+// Hosts a ParameterServer on a port: the gRPC server with the ParameterService
+// and the health service, the housekeeping thread that calls Tick(), and the
+// metrics endpoint. Used by ps_server's main() and by service tests.
+//
+// Start() then Shutdown(); thread-safe.
+#ifndef SHARDPS_SERVER_PS_SERVER_HOST_H_
+#define SHARDPS_SERVER_PS_SERVER_HOST_H_
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/parameter_server.h"
+#include "server/ps_service.h"
+#include "server/server_metrics.h"
+
+namespace shardps {
+
+struct HostOptions {
+  std::string address = "0.0.0.0";
+  int port = 0;                       // 0 picks a free port.
+  int metrics_port = -1;              // -1: no metrics endpoint; 0 picks one.
+  int64_t max_message_bytes = 256 << 20;  // both directions.
+  absl::Duration tick_interval = absl::Milliseconds(20);
+};
+
+class PsServerHost {
+ public:
+  // Takes ownership of `core`. UNAVAILABLE when the port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<PsServerHost>> Start(const HostOptions& options,
+                                                             std::unique_ptr<ParameterServer> core);
+  ~PsServerHost();
+  PsServerHost(const PsServerHost&) = delete;
+  PsServerHost& operator=(const PsServerHost&) = delete;
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_ ? metrics_->port() : -1; }
+  ParameterServer* core() { return core_.get(); }
+
+  // Stops accepting calls, fails waiting pulls, waits up to `grace` for
+  // calls in flight, writes a final checkpoint if configured. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+
+ private:
+  PsServerHost() = default;
+  void Housekeep(absl::Duration interval);
+
+  std::unique_ptr<ParameterServer> core_;
+  std::unique_ptr<PsService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
+  std::thread housekeeper_;
+  absl::Notification stop_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_PS_SERVER_HOST_H_

@@ -1,0 +1,142 @@
+// ps_server: one shard of a ShardPS parameter server. Flags live here only;
+// they become ServerOptions and HostOptions and nothing else reads them.
+#include <signal.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/command_line.h"
+#include "common/logging.h"
+#include "server/parameter_server.h"
+#include "server/ps_server_host.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, bind_address, "0.0.0.0", "Address to listen on.");
+ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one (logged).");
+ABSL_FLAG(int, server_id, 0, "This server's id in [0, num_servers).");
+ABSL_FLAG(int, num_servers, 1, "Servers in the job.");
+ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
+ABSL_FLAG(std::string, mode, "sync", "Consistency: sync (BSP), async (ASP) or ssp (bounded staleness).");
+ABSL_FLAG(int, staleness, 0, "ssp: a pull at clock c waits until the slowest live worker is at c - staleness.");
+ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk (key) in bytes; a multiple of 4.");
+ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
+ABSL_FLAG(double, lr, 0.1, "Base learning rate.");
+ABSL_FLAG(double, momentum, 0.0, "SGD momentum in [0, 1).");
+ABSL_FLAG(bool, nesterov, false, "SGD: Nesterov momentum (needs --momentum > 0).");
+ABSL_FLAG(double, weight_decay, 0.0, "L2 penalty (sgd, adam, adagrad) or decoupled decay (adamw).");
+ABSL_FLAG(double, beta1, 0.9, "Adam/AdamW first-moment decay.");
+ABSL_FLAG(double, beta2, 0.999, "Adam/AdamW second-moment decay.");
+ABSL_FLAG(double, epsilon, 1e-8, "Adam/AdamW/AdaGrad denominator term.");
+ABSL_FLAG(std::string, lr_schedule, "constant", "constant, step or cosine.");
+ABSL_FLAG(int64_t, lr_warmup_steps, 0, "Linear warm-up steps (0: none).");
+ABSL_FLAG(int64_t, lr_step_size, 1000, "step schedule: steps between decays.");
+ABSL_FLAG(double, lr_gamma, 0.1, "step schedule: decay factor.");
+ABSL_FLAG(int64_t, lr_total_steps, 10000, "cosine schedule: steps from lr down to lr_min.");
+ABSL_FLAG(double, lr_min, 0.0, "cosine schedule: final learning rate.");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for shard checkpoints; empty: none. Restored on start.");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "Write a checkpoint every this many steps (0: not by steps).");
+ABSL_FLAG(absl::Duration, checkpoint_every_seconds, absl::ZeroDuration(),
+          "Write a checkpoint at this interval, e.g. 60s (0: not by time).");
+ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(30),
+          "A worker silent for longer is declared dead and sync steps go on without it.");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat interval told to workers.");
+ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; -1: off, 0: pick one (logged).");
+ABSL_FLAG(int64_t, max_message_bytes, 256 << 20, "Largest gRPC message accepted or sent.");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
+
+namespace shardps {
+namespace {
+
+absl::StatusOr<ServerOptions> OptionsFromFlags() {
+  ServerOptions o;
+  o.server_id = absl::GetFlag(FLAGS_server_id);
+  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return mode.status();
+  o.job.mode = *mode;
+  o.job.staleness = absl::GetFlag(FLAGS_staleness);
+  o.job.num_servers = absl::GetFlag(FLAGS_num_servers);
+  o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
+  o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  absl::StatusOr<OptimizerKind> kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
+  if (!kind.ok()) return kind.status();
+  o.optimizer.kind = *kind;
+  o.optimizer.lr = absl::GetFlag(FLAGS_lr);
+  o.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
+  o.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
+  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.optimizer.beta1 = absl::GetFlag(FLAGS_beta1);
+  o.optimizer.beta2 = absl::GetFlag(FLAGS_beta2);
+  o.optimizer.epsilon = absl::GetFlag(FLAGS_epsilon);
+  absl::StatusOr<LrScheduleKind> schedule = ParseLrSchedule(absl::GetFlag(FLAGS_lr_schedule));
+  if (!schedule.ok()) return schedule.status();
+  o.optimizer.schedule.kind = *schedule;
+  o.optimizer.schedule.warmup_steps = absl::GetFlag(FLAGS_lr_warmup_steps);
+  o.optimizer.schedule.step_size = absl::GetFlag(FLAGS_lr_step_size);
+  o.optimizer.schedule.gamma = absl::GetFlag(FLAGS_lr_gamma);
+  o.optimizer.schedule.total_steps = absl::GetFlag(FLAGS_lr_total_steps);
+  o.optimizer.schedule.min_lr = absl::GetFlag(FLAGS_lr_min);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every);
+  o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every_seconds);
+  o.worker_timeout = absl::GetFlag(FLAGS_worker_timeout);
+  o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  return o;
+}
+
+int Run() {
+  if (absl::Status s = SetUpLogging(absl::GetFlag(FLAGS_log_level),
+                                    "server " + std::to_string(absl::GetFlag(FLAGS_server_id)));
+      !s.ok()) {
+    fprintf(stderr, "ps_server: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    spdlog::critical("bad flags: {}", std::string(options.status().message()));
+    return 2;
+  }
+  // SIGTERM and SIGINT are taken by sigwait() below, on this thread only.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  RealClock clock;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(*options, &clock);
+  if (!core.ok()) {
+    spdlog::critical("cannot start: {}", std::string(core.status().message()));
+    return 1;
+  }
+  HostOptions host_options;
+  host_options.address = absl::GetFlag(FLAGS_bind_address);
+  host_options.port = absl::GetFlag(FLAGS_port);
+  host_options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  host_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  absl::StatusOr<std::unique_ptr<PsServerHost>> host = PsServerHost::Start(host_options, *std::move(core));
+  if (!host.ok()) {
+    spdlog::critical("cannot start: {}", std::string(host.status().message()));
+    return 1;
+  }
+  // Launchers read this line to learn the port.
+  printf("LISTENING port=%d metrics_port=%d\n", (*host)->port(), (*host)->metrics_port());
+  fflush(stdout);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {} received: shutting down", signal_number);
+  (*host)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardps
+
+int main(int argc, char** argv) {
+  shardps::ParseJobCommandLine(argc, argv,
+                               "ps_server: one shard of a ShardPS parameter server.\n"
+                               "  ps_server --flagfile=job.flags --server_id=0 --port=7000");
+  return shardps::Run();
+}

@@ -1,0 +1,48 @@
+// Pulls that wait: in sync mode for a key version, in ssp mode for the
+// slowest worker's clock. A pull is added unless it is ready already, checked
+// under the same lock that later pokes take, so no wake-up is lost.
+//
+// Thread-safe. The completion callbacks are never run here: the Take*
+// methods hand pulls back to the caller, which completes them without locks.
+#ifndef SHARDPS_SERVER_PULL_WAITERS_H_
+#define SHARDPS_SERVER_PULL_WAITERS_H_
+
+#include <functional>
+#include <list>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/parameter_server.h"
+
+namespace shardps {
+
+struct PendingPull {
+  int rank = 0;
+  int64_t step = 0;
+  std::vector<ChunkKey> keys;
+  absl::Time deadline;
+  ParameterServer::PullDone done;
+};
+
+class PullWaiters {
+ public:
+  using IsReady = std::function<bool(const PendingPull&)>;
+
+  // Returns the pull back when `ready` says it is ready; otherwise keeps it.
+  std::optional<PendingPull> AddUnlessReady(PendingPull pull, const IsReady& ready);
+  // Removes and returns the pulls that are ready now.
+  std::vector<PendingPull> TakeReady(const IsReady& ready);
+  // Removes and returns the pulls whose deadline is at or before `now`.
+  std::vector<PendingPull> TakeExpired(absl::Time now);
+  std::vector<PendingPull> TakeAll();
+  size_t size();
+
+ private:
+  absl::Mutex mu_;
+  std::list<PendingPull> waiting_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_PULL_WAITERS_H_

@@ -1,0 +1,72 @@
+#include "server/server_metrics.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardps {
+namespace {
+
+prometheus::MetricFamily Family(const std::string& name, const std::string& help,
+                                prometheus::MetricType type, double value, const std::string& server) {
+  prometheus::ClientMetric metric;
+  metric.label.push_back({"server", server});
+  if (type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  return prometheus::MetricFamily{name, help, type, {metric}};
+}
+
+class StatsCollectable final : public prometheus::Collectable {
+ public:
+  explicit StatsCollectable(ParameterServer* core) : core_(core) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const ServerStats s = core_->Stats();
+    const std::string id = absl::StrCat(core_->server_id());
+    using T = prometheus::MetricType;
+    return {
+        Family("shardps_pushes_total", "Push requests served.", T::Counter, s.pushes, id),
+        Family("shardps_pulls_total", "Pull requests answered.", T::Counter, s.pulls, id),
+        Family("shardps_pushed_bytes_total", "Gradient bytes accepted.", T::Counter, s.bytes_pushed, id),
+        Family("shardps_pulled_bytes_total", "Weight bytes sent.", T::Counter, s.bytes_pulled, id),
+        Family("shardps_refused_total", "Requests answered with an error.", T::Counter, s.refused, id),
+        Family("shardps_apply_seconds_total", "Time spent applying the optimizer.", T::Counter, s.apply_seconds, id),
+        Family("shardps_step", "Smallest key version (sync: the step reached).", T::Gauge, s.min_version, id),
+        Family("shardps_live_workers", "Workers counted as live.", T::Gauge, s.live_workers, id),
+        Family("shardps_dead_workers_total", "Workers declared dead.", T::Counter, s.dead_workers_total, id),
+        Family("shardps_short_steps_total", "Sync key steps completed without a dead worker.", T::Counter,
+               s.steps_completed_short, id),
+        Family("shardps_checkpoint_step", "Step of the last checkpoint; -1 if none.", T::Gauge, s.checkpoint_step, id),
+    };
+  }
+
+ private:
+  ParameterServer* const core_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
+                                                                        ParameterServer* core) {
+  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+  try {
+    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+  }
+  auto collectable = std::make_shared<StatsCollectable>(core);
+  endpoint->exposer_->RegisterCollectable(collectable);
+  endpoint->collectable_ = collectable;
+  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
+  endpoint->port_ = ports.empty() ? 0 : ports.front();
+  return endpoint;
+}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+}  // namespace shardps

@@ -1,0 +1,148 @@
+#include "server/shard_checkpoint.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "server/safetensors.h"
+
+namespace shardps {
+namespace {
+
+constexpr char kFormat[] = "shardps-shard-v1";
+
+// "name=d1,d2;name2=d3". Names cannot hold ';' or '=' (LayoutFromProto).
+std::string EncodeLayout(const Layout& layout) {
+  std::vector<std::string> parts;
+  for (const TensorSpec& t : layout.tensors) {
+    parts.push_back(absl::StrCat(t.name, "=", absl::StrJoin(t.dims, ",")));
+  }
+  return absl::StrJoin(parts, ";");
+}
+
+absl::StatusOr<Layout> DecodeLayout(const std::string& text) {
+  Layout layout;
+  for (absl::string_view part : absl::StrSplit(text, ';')) {
+    std::vector<std::string> name_dims = absl::StrSplit(part, '=');
+    if (name_dims.size() != 2) return absl::DataLossError(absl::StrCat("bad layout entry '", part, "'"));
+    TensorSpec spec{name_dims[0], {}};
+    for (absl::string_view d : absl::StrSplit(name_dims[1], ',')) {
+      int64_t v;
+      if (!absl::SimpleAtoi(d, &v) || v <= 0) return absl::DataLossError(absl::StrCat("bad dimension '", d, "'"));
+      spec.dims.push_back(v);
+    }
+    layout.tensors.push_back(std::move(spec));
+  }
+  return layout;
+}
+
+absl::StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta, const std::string& key) {
+  auto it = meta.find(key);
+  int64_t v;
+  if (it == meta.end() || !absl::SimpleAtoi(it->second, &v)) {
+    return absl::DataLossError(absl::StrCat("checkpoint metadata lacks integer '", key, "'"));
+  }
+  return v;
+}
+
+}  // namespace
+
+int64_t ShardSnapshot::Step() const {
+  int64_t step = keys.empty() ? 0 : std::numeric_limits<int64_t>::max();
+  for (const KeySnapshot& k : keys) step = std::min(step, k.version);
+  return step;
+}
+
+std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_servers) {
+  return absl::StrCat(dir, "/shard-", server_id, "-of-", num_servers, ".safetensors");
+}
+
+std::string WeightsName(const Layout& layout, const ChunkKey& key) {
+  return absl::StrCat(layout.tensors[key.tensor].name, "/", key.chunk);
+}
+
+std::string SlotName(const Layout& layout, const ChunkKey& key, int slot) {
+  return absl::StrCat(WeightsName(layout, key), "/slot", slot);
+}
+
+absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& shard) {
+  std::vector<std::string> versions;
+  std::vector<TensorView> tensors;
+  for (const KeySnapshot& k : shard.keys) {
+    versions.push_back(absl::StrCat(k.key.tensor, ".", k.key.chunk, "=", k.version));
+    const int64_t n = static_cast<int64_t>(k.weights.size());
+    tensors.push_back({WeightsName(shard.layout, k.key), {n}, k.weights});
+    for (size_t s = 0; s < k.slots.size(); ++s) {
+      tensors.push_back({SlotName(shard.layout, k.key, static_cast<int>(s)), {n}, k.slots[s]});
+    }
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"format", kFormat},
+      {"server_id", absl::StrCat(shard.server_id)},
+      {"num_servers", absl::StrCat(shard.num_servers)},
+      {"mode", ModeName(shard.mode)},
+      {"layout", EncodeLayout(shard.layout)},
+      {"layout_hash", absl::StrCat(LayoutHash(shard.layout))},
+      {"partition_bytes", absl::StrCat(shard.partition_bytes)},
+      {"optimizer", shard.optimizer},
+      {"step", absl::StrCat(shard.Step())},
+      {"versions", absl::StrJoin(versions, ";")},
+  };
+  return WriteSafetensorsAtomically(path, metadata, tensors);
+}
+
+absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path) {
+  absl::StatusOr<SafetensorsFile> file = ReadSafetensors(path);
+  if (!file.ok()) return file.status();
+  const auto& meta = file->metadata;
+  auto format = meta.find("format");
+  if (format == meta.end() || format->second != kFormat) {
+    return absl::DataLossError(absl::StrCat(path, " is not a ShardPS shard checkpoint"));
+  }
+  ShardSnapshot shard;
+  absl::StatusOr<int64_t> server_id = MetaInt(meta, "server_id");
+  absl::StatusOr<int64_t> num_servers = MetaInt(meta, "num_servers");
+  absl::StatusOr<int64_t> partition_bytes = MetaInt(meta, "partition_bytes");
+  for (const auto* s : {&server_id, &num_servers, &partition_bytes}) {
+    if (!s->ok()) return s->status();
+  }
+  shard.server_id = static_cast<int>(*server_id);
+  shard.num_servers = static_cast<int>(*num_servers);
+  shard.partition_bytes = *partition_bytes;
+  absl::StatusOr<Mode> mode = ParseMode(meta.count("mode") ? meta.at("mode") : "");
+  if (!mode.ok()) return absl::DataLossError(mode.status().message());
+  shard.mode = *mode;
+  absl::StatusOr<Layout> layout = DecodeLayout(meta.count("layout") ? meta.at("layout") : "");
+  if (!layout.ok()) return layout.status();
+  shard.layout = *std::move(layout);
+  shard.optimizer = meta.count("optimizer") ? meta.at("optimizer") : "";
+
+  const std::string versions = meta.count("versions") ? meta.at("versions") : "";
+  for (absl::string_view entry : absl::StrSplit(versions, ';', absl::SkipEmpty())) {
+    std::vector<std::string> kv = absl::StrSplit(entry, absl::ByAnyChar(".="));
+    KeySnapshot k;
+    if (kv.size() != 3 || !absl::SimpleAtoi(kv[0], &k.key.tensor) ||
+        !absl::SimpleAtoi(kv[1], &k.key.chunk) || !absl::SimpleAtoi(kv[2], &k.version) ||
+        k.key.tensor >= shard.layout.tensors.size()) {
+      return absl::DataLossError(absl::StrCat(path, ": bad version entry '", entry, "'"));
+    }
+    auto weights = file->tensors.find(WeightsName(shard.layout, k.key));
+    if (weights == file->tensors.end()) {
+      return absl::DataLossError(absl::StrCat(path, ": no weights for key ", KeyName(k.key)));
+    }
+    k.weights = std::move(weights->second.values);
+    for (int s = 0;; ++s) {
+      auto slot = file->tensors.find(SlotName(shard.layout, k.key, s));
+      if (slot == file->tensors.end()) break;
+      k.slots.push_back(std::move(slot->second.values));
+    }
+    shard.keys.push_back(std::move(k));
+  }
+  return shard;
+}
+
+}  // namespace shardps
