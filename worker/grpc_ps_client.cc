@@ -1,0 +1,381 @@
+// PsClient over gRPC: one or more channels per server, every server called
+// in parallel with the callback API, retries with backoff on UNAVAILABLE,
+// re-registration when a server answers ABORTED (session expired), and a
+// heartbeat thread for idle sessions.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/grpc_status.h"
+#include "common/key_partition.h"
+#include "proto/shardps.grpc.pb.h"
+#include "spdlog/spdlog.h"
+#include "worker/delayed_executor.h"
+#include "worker/ps_client.h"
+
+namespace shardps {
+
+absl::Status PsClient::Push(int64_t step, std::vector<TensorIn> tensors) {
+  absl::Notification done;
+  absl::Status result;
+  PushAsync(step, std::move(tensors), [&](absl::Status s) {
+    result = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+absl::Status PsClient::Pull(int64_t step, std::vector<TensorOut> tensors) {
+  absl::Notification done;
+  absl::Status result;
+  PullAsync(step, std::move(tensors), [&](absl::Status s) {
+    result = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+namespace {
+
+using Stub = wire::ParameterService::Stub;
+
+// Collects the answers of several servers; runs `done` once with the first error.
+class Fanout {
+ public:
+  Fanout(int calls, PsClient::Done done) : remaining_(calls), done_(std::move(done)) {}
+  void Finish(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status.ok() && first_error_.ok()) first_error_ = status;
+    }
+    if (remaining_.fetch_sub(1) == 1) {
+      absl::Status result;
+      {
+        absl::MutexLock lock(&mu_);
+        result = first_error_;
+      }
+      done_(result);
+      delete this;
+    }
+  }
+
+ private:
+  std::atomic<int> remaining_;
+  PsClient::Done done_;
+  absl::Mutex mu_;
+  absl::Status first_error_ ABSL_GUARDED_BY(mu_);
+};
+
+void SetSession(wire::InitRequest& r, uint64_t s) { r.set_session_id(s); }
+void SetSession(wire::PushRequest& r, uint64_t s) { r.set_session_id(s); }
+void SetSession(wire::PullRequest& r, uint64_t s) { r.set_session_id(s); }
+void SetSession(wire::HeartbeatRequest& r, uint64_t s) { r.set_session_id(s); }
+void SetSession(wire::RegisterRequest&, uint64_t) {}
+
+class GrpcPsClient final : public PsClient {
+ public:
+  GrpcPsClient(const ClientOptions& options, KeyMap map)
+      : options_(options), key_map_(std::move(map)) {
+    for (size_t s = 0; s < options_.servers.size(); ++s) {
+      auto conn = std::make_unique<Server>();
+      conn->address = options_.servers[s];
+      for (int c = 0; c < std::max(1, options_.channels_per_server); ++c) {
+        grpc::ChannelArguments args;
+        args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+        args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+        args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
+        conn->stubs.push_back(wire::ParameterService::NewStub(
+            grpc::CreateCustomChannel(conn->address, grpc::InsecureChannelCredentials(), args)));
+      }
+      servers_.push_back(std::move(conn));
+    }
+    heartbeats_ = std::thread([this] { HeartbeatLoop(); });
+  }
+
+  ~GrpcPsClient() override {
+    stop_.Notify();
+    heartbeats_.join();
+  }
+
+  absl::StatusOr<int64_t> Register() override;
+  absl::Status Init(const std::vector<std::vector<float>>& weights) override;
+  void PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) override;
+  void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) override;
+
+ private:
+  struct Server {
+    std::string address;
+    std::vector<std::unique_ptr<Stub>> stubs;
+    std::atomic<uint64_t> session{0};
+    std::atomic<size_t> next_stub{0};
+    std::atomic<int64_t> last_call_ns{0};
+    Stub* NextStub() { return stubs[next_stub.fetch_add(1) % stubs.size()].get(); }
+  };
+
+  template <typename Req, typename Resp>
+  using Issue = std::function<void(Stub*, grpc::ClientContext*, const Req*, Resp*,
+                                   std::function<void(grpc::Status)>)>;
+
+  // Sends `req` to server `s`, retrying as the class comment says, then runs
+  // `done` with the status (prefixed with the server) and the response.
+  template <typename Req, typename Resp>
+  void Call(int s, std::shared_ptr<Req> req, absl::Duration timeout, Issue<Req, Resp> issue,
+            std::function<void(absl::Status, Resp&)> done, int attempt = 1);
+
+  absl::Status RegisterWith(int s, int64_t& current_step);
+  void HeartbeatLoop();
+  absl::Status Annotate(int s, const absl::Status& status, int attempts) const {
+    if (status.ok()) return status;
+    return absl::Status(status.code(), absl::StrCat("server ", s, " at ", servers_[s]->address,
+                                                    attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "",
+                                                    ": ", status.message()));
+  }
+
+  const ClientOptions options_;
+  const KeyMap key_map_;
+  std::vector<std::unique_ptr<Server>> servers_;
+  DelayedExecutor executor_;
+  absl::Notification stop_;
+  std::thread heartbeats_;
+};
+
+template <typename Req, typename Resp>
+void GrpcPsClient::Call(int s, std::shared_ptr<Req> req, absl::Duration timeout, Issue<Req, Resp> issue,
+                        std::function<void(absl::Status, Resp&)> done, int attempt) {
+  struct Attempt {
+    grpc::ClientContext ctx;
+    Resp resp;
+  };
+  auto a = std::make_shared<Attempt>();
+  a->ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  SetSession(*req, servers_[s]->session.load());
+  servers_[s]->last_call_ns = absl::GetCurrentTimeNanos();
+  issue(servers_[s]->NextStub(), &a->ctx, req.get(), &a->resp,
+        [this, s, req, timeout, issue, done, attempt, a](grpc::Status gs) {
+          const absl::Status status = FromGrpcStatus(gs);
+          const bool retry = attempt < options_.max_attempts &&
+                             (absl::IsUnavailable(status) ||
+                              (absl::IsAborted(status) && !std::is_same_v<Req, wire::RegisterRequest>));
+          if (!retry) return done(Annotate(s, status, attempt), a->resp);
+          const absl::Duration backoff =
+              std::min(options_.initial_backoff * (1 << std::min(attempt - 1, 10)), absl::Seconds(2));
+          executor_.RunAfter(absl::IsAborted(status) ? absl::ZeroDuration() : backoff,
+                             [this, s, req, timeout, issue, done, attempt, status] {
+                               if (absl::IsAborted(status)) {
+                                 spdlog::warn("server {}: {}; registering again", s, std::string(status.message()));
+                                 int64_t step = 0;
+                                 if (absl::Status r = RegisterWith(s, step); !r.ok()) {
+                                   Resp empty;
+                                   return done(r, empty);
+                                 }
+                               }
+                               Call<Req, Resp>(s, req, timeout, issue, done, attempt + 1);
+                             });
+        });
+}
+
+absl::Status GrpcPsClient::RegisterWith(int s, int64_t& current_step) {
+  auto req = std::make_shared<wire::RegisterRequest>();
+  req->set_rank(options_.rank);
+  *req->mutable_view() = JobViewToProto(options_.job);
+  absl::Notification finished;
+  absl::Status result;
+  Call<wire::RegisterRequest, wire::RegisterResponse>(
+      s, req, options_.push_timeout,
+      [](Stub* stub, grpc::ClientContext* ctx, const wire::RegisterRequest* rq, wire::RegisterResponse* rs,
+         std::function<void(grpc::Status)> cb) { stub->async()->Register(ctx, rq, rs, std::move(cb)); },
+      [&](absl::Status status, wire::RegisterResponse& resp) {
+        if (status.ok()) {
+          servers_[s]->session = resp.session_id();
+          current_step = resp.current_step();
+        }
+        result = status;
+        finished.Notify();
+      });
+  finished.WaitForNotification();
+  return result;
+}
+
+absl::StatusOr<int64_t> GrpcPsClient::Register() {
+  std::vector<int64_t> steps(servers_.size(), 0);
+  std::vector<absl::Status> results(servers_.size());
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    threads.emplace_back([&, s] { results[s] = RegisterWith(static_cast<int>(s), steps[s]); });
+  }
+  for (auto& t : threads) t.join();
+  for (const absl::Status& r : results) {
+    if (!r.ok()) return r;
+  }
+  return *std::max_element(steps.begin(), steps.end());
+}
+
+absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) {
+  const Layout& layout = key_map_.layout();
+  if (weights.size() != layout.tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("Init got ", weights.size(), " tensors; layout has ",
+                                                   layout.tensors.size()));
+  }
+  std::vector<std::shared_ptr<wire::InitRequest>> reqs(servers_.size());
+  for (auto& r : reqs) {
+    r = std::make_shared<wire::InitRequest>();
+    *r->mutable_layout() = LayoutToProto(layout);
+  }
+  for (const ChunkInfo& c : key_map_.chunks()) {
+    if (static_cast<int64_t>(weights[c.key.tensor].size()) != layout.tensors[c.key.tensor].NumElements()) {
+      return absl::InvalidArgumentError(absl::StrCat("Init tensor ", c.key.tensor, " has the wrong size"));
+    }
+    wire::Chunk* chunk = reqs[c.server]->add_chunks();
+    chunk->mutable_key()->set_tensor(c.key.tensor);
+    chunk->mutable_key()->set_chunk(c.key.chunk);
+    chunk->set_dtype(wire::DTYPE_FLOAT32);
+    chunk->set_data(reinterpret_cast<const char*>(weights[c.key.tensor].data() + c.offset), c.length * 4);
+  }
+  absl::Notification finished;
+  absl::Status result;
+  auto* fanout = new Fanout(static_cast<int>(servers_.size()), [&](absl::Status s) {
+    result = s;
+    finished.Notify();
+  });
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    Call<wire::InitRequest, wire::InitResponse>(
+        static_cast<int>(s), reqs[s], options_.push_timeout,
+        [](Stub* stub, grpc::ClientContext* ctx, const wire::InitRequest* rq, wire::InitResponse* rs,
+           std::function<void(grpc::Status)> cb) { stub->async()->Init(ctx, rq, rs, std::move(cb)); },
+        [fanout](absl::Status status, wire::InitResponse&) { fanout->Finish(status); });
+  }
+  finished.WaitForNotification();
+  return result;
+}
+
+void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) {
+  std::vector<std::shared_ptr<wire::PushRequest>> reqs(servers_.size());
+  for (const TensorIn& t : tensors) {
+    if (t.tensor >= key_map_.layout().tensors.size()) {
+      return done(absl::InvalidArgumentError(absl::StrCat("push of unknown tensor ", t.tensor)));
+    }
+    for (const ChunkInfo& c : key_map_.ChunksOfTensor(t.tensor)) {
+      auto& req = reqs[c.server];
+      if (!req) {
+        req = std::make_shared<wire::PushRequest>();
+        req->set_step(step);
+      }
+      wire::Chunk* chunk = req->add_chunks();
+      chunk->mutable_key()->set_tensor(c.key.tensor);
+      chunk->mutable_key()->set_chunk(c.key.chunk);
+      chunk->set_dtype(wire::DTYPE_FLOAT32);
+      chunk->set_data(reinterpret_cast<const char*>(t.values + c.offset), c.length * 4);
+    }
+  }
+  const int calls = static_cast<int>(std::count_if(reqs.begin(), reqs.end(), [](auto& r) { return r != nullptr; }));
+  if (calls == 0) return done(absl::InvalidArgumentError("push of no tensors"));
+  auto* fanout = new Fanout(calls, std::move(done));
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    if (!reqs[s]) continue;
+    Call<wire::PushRequest, wire::PushResponse>(
+        static_cast<int>(s), reqs[s], options_.push_timeout,
+        [](Stub* stub, grpc::ClientContext* ctx, const wire::PushRequest* rq, wire::PushResponse* rs,
+           std::function<void(grpc::Status)> cb) { stub->async()->Push(ctx, rq, rs, std::move(cb)); },
+        [fanout](absl::Status status, wire::PushResponse&) { fanout->Finish(status); });
+  }
+}
+
+void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) {
+  struct Target {
+    ChunkInfo chunk;
+    float* values;
+  };
+  std::vector<std::shared_ptr<wire::PullRequest>> reqs(servers_.size());
+  auto targets = std::make_shared<std::vector<std::vector<Target>>>(servers_.size());
+  for (const TensorOut& t : tensors) {
+    if (t.tensor >= key_map_.layout().tensors.size()) {
+      return done(absl::InvalidArgumentError(absl::StrCat("pull of unknown tensor ", t.tensor)));
+    }
+    for (const ChunkInfo& c : key_map_.ChunksOfTensor(t.tensor)) {
+      auto& req = reqs[c.server];
+      if (!req) {
+        req = std::make_shared<wire::PullRequest>();
+        req->set_step(step);
+      }
+      wire::Key* key = req->add_keys();
+      key->set_tensor(c.key.tensor);
+      key->set_chunk(c.key.chunk);
+      (*targets)[c.server].push_back({c, t.values});
+    }
+  }
+  const int calls = static_cast<int>(std::count_if(reqs.begin(), reqs.end(), [](auto& r) { return r != nullptr; }));
+  if (calls == 0) return done(absl::InvalidArgumentError("pull of no tensors"));
+  auto* fanout = new Fanout(calls, std::move(done));
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    if (!reqs[s]) continue;
+    Call<wire::PullRequest, wire::PullResponse>(
+        static_cast<int>(s), reqs[s], options_.pull_timeout,
+        [](Stub* stub, grpc::ClientContext* ctx, const wire::PullRequest* rq, wire::PullResponse* rs,
+           std::function<void(grpc::Status)> cb) { stub->async()->Pull(ctx, rq, rs, std::move(cb)); },
+        [this, s, fanout, targets](absl::Status status, wire::PullResponse& resp) {
+          const std::vector<Target>& want = (*targets)[s];
+          if (status.ok() && resp.chunks_size() != static_cast<int>(want.size())) {
+            status = Annotate(static_cast<int>(s), absl::DataLossError(absl::StrCat(
+                "pull answered ", resp.chunks_size(), " chunks; asked for ", want.size())), 1);
+          }
+          for (size_t i = 0; status.ok() && i < want.size(); ++i) {
+            const wire::Chunk& c = resp.chunks(static_cast<int>(i));
+            if (c.key().tensor() != want[i].chunk.key.tensor || c.key().chunk() != want[i].chunk.key.chunk ||
+                static_cast<int64_t>(c.data().size()) != want[i].chunk.length * 4) {
+              status = Annotate(static_cast<int>(s), absl::DataLossError(absl::StrCat(
+                  "pull answered a wrong chunk for key ", KeyName(want[i].chunk.key))), 1);
+              break;
+            }
+            std::memcpy(want[i].values + want[i].chunk.offset, c.data().data(), c.data().size());
+          }
+          fanout->Finish(status);
+        });
+  }
+}
+
+void GrpcPsClient::HeartbeatLoop() {
+  const absl::Duration interval = options_.heartbeat_interval;
+  while (!stop_.WaitForNotificationWithTimeout(interval / 2)) {
+    for (size_t s = 0; s < servers_.size(); ++s) {
+      Server& server = *servers_[s];
+      const int64_t idle_ns = absl::GetCurrentTimeNanos() - server.last_call_ns;
+      if (server.session == 0 || idle_ns < absl::ToInt64Nanoseconds(interval)) continue;
+      auto req = std::make_shared<wire::HeartbeatRequest>();
+      auto resp = std::make_shared<wire::HeartbeatResponse>();
+      auto ctx = std::make_shared<grpc::ClientContext>();
+      ctx->set_deadline(absl::ToChronoTime(absl::Now() + interval));
+      req->set_session_id(server.session);
+      server.last_call_ns = absl::GetCurrentTimeNanos();
+      server.NextStub()->async()->Heartbeat(ctx.get(), req.get(), resp.get(),
+                                            [req, resp, ctx, s](grpc::Status st) {
+                                              if (!st.ok()) spdlog::debug("heartbeat to server {}: {}", s, st.error_message());
+                                            });
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions& options) {
+  if (options.servers.empty()) return absl::InvalidArgumentError("no servers given");
+  if (static_cast<int>(options.servers.size()) != options.job.num_servers) {
+    return absl::InvalidArgumentError(absl::StrCat(options.servers.size(), " server addresses given; the job has ",
+                                                   options.job.num_servers, " servers"));
+  }
+  if (options.rank < 0 || options.rank >= options.job.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is not in [0, ", options.job.num_workers, ")"));
+  }
+  absl::StatusOr<KeyMap> map = KeyMap::Build(options.layout, options.job.num_servers, options.job.partition_bytes);
+  if (!map.ok()) return map.status();
+  ClientOptions o = options;
+  o.job.layout_hash = LayoutHash(options.layout);
+  return std::unique_ptr<PsClient>(new GrpcPsClient(o, *std::move(map)));
+}
+
+}  // namespace shardps
