@@ -1,0 +1,168 @@
+// DESIGN.md "Consistency": each sentence is checked here, over real gRPC on
+// 127.0.0.1 with in-process servers.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+// Every value of every tensor of SmallLayout() set to `v`.
+std::vector<std::vector<float>> Filled(float v) {
+  auto w = Zeros(SmallLayout());
+  for (auto& t : w) std::fill(t.begin(), t.end(), v);
+  return w;
+}
+
+absl::Status PushAll(PsClient& c, int64_t step, const std::vector<std::vector<float>>& g) {
+  return c.Push(step, {{0, g[0].data()}, {1, g[1].data()}});
+}
+
+absl::Status PullAll(PsClient& c, int64_t step, std::vector<std::vector<float>>& w) {
+  return c.Pull(step, {{0, w[0].data()}, {1, w[1].data()}});
+}
+
+bool AllEqual(const std::vector<std::vector<float>>& w, float v) {
+  for (const auto& t : w) {
+    for (float x : t) {
+      if (x != v) return false;
+    }
+  }
+  return true;
+}
+
+TEST_CASE("sync: every worker pulls exactly the mean; version equals the step", "[sync]") {
+  constexpr int kWorkers = 3, kSteps = 5;
+  TestCluster cluster(SyncOptions(2, kWorkers));
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
+  REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
+  REQUIRE(workers[1]->Init(Zeros(SmallLayout())).ok());  // second writer: ignored
+
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorkers; ++r) {
+    threads.emplace_back([&, r] {
+      float expected = 0;
+      for (int t = 0; t < kSteps; ++t) {
+        // Gradients (r+1)*(t+1): the mean over 3 workers is 2*(t+1), exact.
+        if (!PushAll(*workers[r], t, Filled(static_cast<float>((r + 1) * (t + 1)))).ok()) ++failures;
+        expected -= 2.0f * (t + 1);  // lr = 1
+        auto w = Zeros(SmallLayout());
+        if (!PullAll(*workers[r], t + 1, w).ok() || !AllEqual(w, expected)) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  REQUIRE(failures == 0);
+  for (int s = 0; s < 2; ++s) {
+    REQUIRE(cluster.core(s)->Stats().min_version == kSteps);
+    REQUIRE(cluster.core(s)->Stats().max_version == kSteps);
+  }
+
+  SECTION("a repeated push is acknowledged and ignored") {
+    REQUIRE(PushAll(*workers[0], kSteps - 1, Filled(1000)).ok());
+    auto w = Zeros(SmallLayout());
+    REQUIRE(PullAll(*workers[0], kSteps, w).ok());
+    REQUIRE(AllEqual(w, -30.0f));  // -2*(1+2+3+4+5), unchanged
+    REQUIRE(cluster.core(0)->Stats().max_version == kSteps);
+  }
+  SECTION("a push for another step is refused naming both steps") {
+    absl::Status s = PushAll(*workers[0], kSteps + 3, Filled(1));
+    REQUIRE(s.code() == absl::StatusCode::kFailedPrecondition);
+    REQUIRE_THAT(std::string(s.message()), Catch::Contains("step 8") && Catch::Contains("at step 5"));
+  }
+}
+
+TEST_CASE("sync: a pull waits for its version, up to its deadline", "[sync]") {
+  TestCluster cluster(SyncOptions(1, 2));
+  auto a = cluster.Worker(0);
+  auto b = cluster.Worker(1);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  REQUIRE(PushAll(*a, 0, Filled(2)).ok());
+  absl::Notification pulled;
+  auto w = Zeros(SmallLayout());
+  absl::Status pull_status;
+  a->PullAsync(1, {{0, w[0].data()}, {1, w[1].data()}}, [&](absl::Status s) {
+    pull_status = s;
+    pulled.Notify();
+  });
+  REQUIRE(!pulled.WaitForNotificationWithTimeout(absl::Milliseconds(300)));  // b has not pushed
+  REQUIRE(PushAll(*b, 0, Filled(4)).ok());
+  REQUIRE(pulled.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  REQUIRE(pull_status.ok());
+  REQUIRE(AllEqual(w, -3.0f));
+
+  ClientOptions impatient = cluster.ClientFor(0);
+  impatient.pull_timeout = absl::Milliseconds(200);
+  auto c = PsClient::Connect(impatient);
+  REQUIRE((*c)->Register().ok());
+  REQUIRE(PullAll(**c, 7, w).code() == absl::StatusCode::kDeadlineExceeded);
+  REQUIRE(cluster.core(0)->Stats().max_version == 1);  // still serving
+}
+
+TEST_CASE("async: concurrent pushes are all applied; the version counts them", "[async]") {
+  constexpr int kWorkers = 8, kPushes = 40;
+  ServerOptions o = SyncOptions(2, kWorkers);
+  o.job.mode = Mode::kAsync;
+  TestCluster cluster(o);
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
+  REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorkers; ++r) {
+    threads.emplace_back([&, r] {
+      for (int t = 0; t < kPushes; ++t) {
+        if (!PushAll(*workers[r], t, Filled(1)).ok()) ++failures;
+        auto w = Zeros(SmallLayout());
+        if (!PullAll(*workers[r], t + 1, w).ok()) ++failures;  // never waits
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  REQUIRE(failures == 0);
+  auto w = Zeros(SmallLayout());
+  REQUIRE(PullAll(*workers[0], 0, w).ok());
+  REQUIRE(AllEqual(w, -static_cast<float>(kWorkers * kPushes)));  // no update lost
+  REQUIRE(cluster.core(0)->Stats().min_version == kWorkers * kPushes);
+  REQUIRE(cluster.core(1)->Stats().max_version == kWorkers * kPushes);
+}
+
+TEST_CASE("ssp: a pull waits for the slowest worker within the staleness bound", "[ssp]") {
+  for (int staleness : {1, 0}) {
+    DYNAMIC_SECTION("staleness " << staleness) {
+      ServerOptions o = SyncOptions(2, 2);
+      o.job.mode = Mode::kSsp;
+      o.job.staleness = staleness;
+      TestCluster cluster(o);
+      auto fast = cluster.Worker(0);
+      auto slow = cluster.Worker(1);
+      REQUIRE(fast->Init(Zeros(SmallLayout())).ok());
+      // The fast worker finishes steps 0..s, so its clock is s+1, and pulls
+      // for step s+1: it needs the slowest clock >= 1.
+      for (int t = 0; t <= staleness; ++t) REQUIRE(PushAll(*fast, t, Filled(1)).ok());
+      auto w = Zeros(SmallLayout());
+      // Applied at once, as in async.
+      REQUIRE(cluster.core(0)->Stats().max_version == staleness + 1);
+      absl::Notification pulled;
+      fast->PullAsync(staleness + 1, {{0, w[0].data()}, {1, w[1].data()}}, [&](absl::Status s) {
+        REQUIRE(s.ok());
+        pulled.Notify();
+      });
+      REQUIRE(!pulled.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+      REQUIRE(PushAll(*slow, 0, Filled(1)).ok());  // slowest clock becomes 1
+      REQUIRE(pulled.WaitForNotificationWithTimeout(absl::Seconds(10)));
+      REQUIRE(AllEqual(w, -static_cast<float>(staleness + 2)));  // not averaged
+      // Within the bound a pull does not wait.
+      REQUIRE(PullAll(*slow, 1, w).ok());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardps::testing

@@ -1,0 +1,130 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "server/optimizer.h"
+
+namespace shardps {
+namespace {
+
+using Catch::Matchers::WithinAbs;
+
+// Runs `steps` optimizer steps of one value with gradients `grads`.
+std::vector<double> Run(const OptimizerOptions& o, double w0, const std::vector<float>& grads) {
+  auto opt = MakeOptimizer(o);
+  float w = static_cast<float>(w0);
+  std::vector<std::vector<float>> slots(opt->NumSlots(), std::vector<float>(1, 0.0f));
+  std::vector<float*> slot_ptrs;
+  for (auto& s : slots) slot_ptrs.push_back(s.data());
+  std::vector<double> out;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    opt->Apply(static_cast<int64_t>(t), 1, &grads[t], &w, slot_ptrs.data());
+    out.push_back(w);
+  }
+  return out;
+}
+
+TEST_CASE("sgd matches hand-computed values", "[optimizer]") {
+  OptimizerOptions o;
+  o.lr = 0.1;
+  // Plain: w = 1 - 0.1*1 - 0.1*2 - 0.1*3.
+  auto plain = Run(o, 1.0, {1, 2, 3});
+  REQUIRE_THAT(plain[2], WithinAbs(0.4, 1e-6));
+  // Momentum 0.9, g = 1: v = 1, 1.9, 2.71; w = 0.9, 0.71, 0.439.
+  o.momentum = 0.9;
+  auto momentum = Run(o, 1.0, {1, 1, 1});
+  REQUIRE_THAT(momentum[0], WithinAbs(0.9, 1e-6));
+  REQUIRE_THAT(momentum[1], WithinAbs(0.71, 1e-6));
+  REQUIRE_THAT(momentum[2], WithinAbs(0.439, 1e-6));
+  // Nesterov: step uses g + mu*v: 1 + 0.9*1 = 1.9 -> w = 0.81; v = 1.9, g+mu*v = 2.71 -> 0.539.
+  o.nesterov = true;
+  auto nesterov = Run(o, 1.0, {1, 1});
+  REQUIRE_THAT(nesterov[0], WithinAbs(0.81, 1e-6));
+  REQUIRE_THAT(nesterov[1], WithinAbs(0.539, 1e-6));
+  // Weight decay 0.5 (L2): g' = g + 0.5 w = 0 + 0.5 -> w = 1 - 0.05 = 0.95.
+  OptimizerOptions wd;
+  wd.lr = 0.1;
+  wd.weight_decay = 0.5;
+  REQUIRE_THAT(Run(wd, 1.0, {0})[0], WithinAbs(0.95, 1e-6));
+}
+
+TEST_CASE("adam and adamw match a double-precision reference", "[optimizer]") {
+  const std::vector<float> grads = {0.5f, -1.0f, 2.0f, 0.25f};
+  for (bool decoupled : {false, true}) {
+    OptimizerOptions o;
+    o.kind = decoupled ? OptimizerKind::kAdamW : OptimizerKind::kAdam;
+    o.lr = 0.01;
+    o.weight_decay = 0.1;
+    auto got = Run(o, 1.0, grads);
+    double w = 1, m = 0, v = 0;
+    for (size_t t = 0; t < grads.size(); ++t) {
+      double g = grads[t];
+      if (decoupled) {
+        w *= 1 - o.lr * o.weight_decay;
+      } else {
+        g += o.weight_decay * w;
+      }
+      m = 0.9 * m + 0.1 * g;
+      v = 0.999 * v + 0.001 * g * g;
+      const double mhat = m / (1 - std::pow(0.9, t + 1));
+      const double vhat = v / (1 - std::pow(0.999, t + 1));
+      w -= o.lr * mhat / (std::sqrt(vhat) + o.epsilon);
+      REQUIRE_THAT(got[t], WithinAbs(w, 1e-6));
+    }
+  }
+  // First Adam step moves by lr whatever the gradient's size.
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kAdam;
+  o.lr = 0.01;
+  REQUIRE_THAT(Run(o, 1.0, {123.0f})[0], WithinAbs(0.99, 1e-6));
+}
+
+TEST_CASE("adagrad matches hand-computed values", "[optimizer]") {
+  OptimizerOptions o;
+  o.kind = OptimizerKind::kAdaGrad;
+  o.lr = 0.1;
+  o.epsilon = 1e-10;
+  // g = 3: sum = 9, w = 1 - 0.1*3/3 = 0.9; g = 4: sum = 25, w = 0.9 - 0.1*4/5 = 0.82.
+  auto got = Run(o, 1.0, {3, 4});
+  REQUIRE_THAT(got[0], WithinAbs(0.9, 1e-6));
+  REQUIRE_THAT(got[1], WithinAbs(0.82, 1e-6));
+}
+
+TEST_CASE("learning-rate schedules", "[optimizer]") {
+  LrSchedule s;
+  REQUIRE(LearningRateAt(s, 0.5, 1000) == 0.5);
+  s.kind = LrScheduleKind::kStep;
+  s.step_size = 10;
+  s.gamma = 0.5;
+  REQUIRE_THAT(LearningRateAt(s, 1.0, 9), WithinAbs(1.0, 1e-12));
+  REQUIRE_THAT(LearningRateAt(s, 1.0, 25), WithinAbs(0.25, 1e-12));
+  s.kind = LrScheduleKind::kCosine;
+  s.total_steps = 100;
+  s.min_lr = 0.1;
+  REQUIRE_THAT(LearningRateAt(s, 1.0, 0), WithinAbs(1.0, 1e-12));
+  REQUIRE_THAT(LearningRateAt(s, 1.0, 50), WithinAbs(0.55, 1e-12));
+  REQUIRE_THAT(LearningRateAt(s, 1.0, 500), WithinAbs(0.1, 1e-12));
+  s.kind = LrScheduleKind::kConstant;
+  s.warmup_steps = 4;
+  REQUIRE_THAT(LearningRateAt(s, 1.0, 0), WithinAbs(0.25, 1e-12));
+  REQUIRE_THAT(LearningRateAt(s, 1.0, 3), WithinAbs(1.0, 1e-12));
+  // The schedule reaches the optimizer: SGD with warm-up takes a quarter step first.
+  OptimizerOptions o;
+  o.lr = 1.0;
+  o.schedule = s;
+  REQUIRE_THAT(Run(o, 0.0, {1})[0], WithinAbs(-0.25, 1e-7));
+}
+
+TEST_CASE("optimizer options out of range are refused", "[optimizer]") {
+  OptimizerOptions o;
+  o.lr = 0;
+  REQUIRE(ValidateOptimizerOptions(o).code() == absl::StatusCode::kInvalidArgument);
+  o.lr = 0.1;
+  o.nesterov = true;
+  REQUIRE(ValidateOptimizerOptions(o).code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE(!ParseOptimizer("rmsprop").ok());
+}
+
+}  // namespace
+}  // namespace shardps
