@@ -1,0 +1,218 @@
+// Every bad input gets a precise status code, is counted, and the server
+// keeps serving. Requests are crafted with a raw stub over real gRPC.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+class BadInputFixture {
+ public:
+  BadInputFixture() : cluster_(Options(), Host()), stub_(cluster_.RawStub(0)) {
+    worker_ = cluster_.Worker(0);
+    REQUIRE(worker_->Init(Zeros(SmallLayout())).ok());
+    wire::RegisterRequest reg;
+    reg.set_rank(1);
+    *reg.mutable_view() = View();
+    wire::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    REQUIRE(stub_->Register(&ctx, reg, &resp).ok());
+    session_ = resp.session_id();
+  }
+
+  static ServerOptions Options() { return SyncOptions(1, 2); }
+  static HostOptions Host() {
+    HostOptions h;
+    h.max_message_bytes = 1 << 20;
+    return h;
+  }
+  static wire::JobView View() {
+    JobView v = Options().job;
+    v.layout_hash = LayoutHash(SmallLayout());
+    return JobViewToProto(v);
+  }
+
+  // A push of key (0, 0), 4 floats, from the raw session.
+  wire::PushRequest GoodPush() const {
+    wire::PushRequest req;
+    req.set_session_id(session_);
+    req.set_step(0);
+    wire::Chunk* c = req.add_chunks();
+    c->mutable_key()->set_tensor(0);
+    c->mutable_key()->set_chunk(0);
+    c->set_dtype(wire::DTYPE_FLOAT32);
+    c->set_data(std::string(16, '\0'));
+    return req;
+  }
+
+  grpc::Status Push(const wire::PushRequest& req) {
+    wire::PushResponse resp;
+    grpc::ClientContext ctx;
+    return stub_->Push(&ctx, req, &resp);
+  }
+
+  // The server still answers: an admin status call succeeds.
+  bool StillServing() {
+    wire::AdminRequest req;
+    req.set_action(wire::ADMIN_STATUS);
+    wire::AdminResponse resp;
+    grpc::ClientContext ctx;
+    return stub_->Admin(&ctx, req, &resp).ok() && resp.status().initialized();
+  }
+  int64_t Refused() { return cluster_.core(0)->Stats().refused; }
+
+  TestCluster cluster_;
+  std::unique_ptr<wire::ParameterService::Stub> stub_;
+  std::unique_ptr<PsClient> worker_;
+  uint64_t session_ = 0;
+};
+
+void Expect(const grpc::Status& s, grpc::StatusCode code, const std::string& text) {
+  INFO(s.error_message());
+  REQUIRE(s.error_code() == code);
+  REQUIRE_THAT(s.error_message(), Catch::Contains(text));
+}
+
+TEST_CASE_METHOD(BadInputFixture, "a good push is accepted (control)", "[bad_input]") {
+  REQUIRE(Push(GoodPush()).ok());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "unknown key: NOT_FOUND naming it", "[bad_input]") {
+  wire::PushRequest req = GoodPush();
+  req.mutable_chunks(0)->mutable_key()->set_chunk(99);
+  const int64_t before = Refused();
+  Expect(Push(req), grpc::StatusCode::NOT_FOUND, "(tensor 0, chunk 99)");
+  REQUIRE(Refused() == before + 1);
+  req.mutable_chunks(0)->mutable_key()->set_tensor(7);
+  Expect(Push(req), grpc::StatusCode::NOT_FOUND, "not in the layout");
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "payload of the wrong size: INVALID_ARGUMENT", "[bad_input]") {
+  wire::PushRequest req = GoodPush();
+  req.mutable_chunks(0)->set_data(std::string(12, '\0'));
+  Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT, "12 bytes; want 16");
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "payload of the wrong type: INVALID_ARGUMENT", "[bad_input]") {
+  wire::PushRequest req = GoodPush();
+  req.mutable_chunks(0)->set_dtype(wire::DTYPE_BFLOAT16);
+  Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT, "DTYPE_BFLOAT16");
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "NaN or Inf in a gradient: INVALID_ARGUMENT, nothing applied", "[bad_input]") {
+  for (float bad : {std::nanf(""), INFINITY}) {
+    wire::PushRequest req = GoodPush();
+    float values[4] = {1, 2, bad, 4};
+    req.mutable_chunks(0)->set_data(std::string(reinterpret_cast<char*>(values), 16));
+    Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT, "index 2");
+  }
+  REQUIRE(Push(GoodPush()).ok());  // the worker's step-0 push is still accepted
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "unregistered session: ABORTED", "[bad_input]") {
+  wire::PushRequest req = GoodPush();
+  req.set_session_id(12345);
+  Expect(Push(req), grpc::StatusCode::ABORTED, "register");
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "mismatched job view: FAILED_PRECONDITION naming the field", "[bad_input]") {
+  struct Case {
+    std::function<void(wire::JobView&)> change;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {[](wire::JobView& v) { v.set_mode(wire::MODE_ASYNC); }, "mode is async on the worker but sync on the server"},
+      {[](wire::JobView& v) { v.set_num_workers(5); }, "num_workers is 5 on the worker but 2"},
+      {[](wire::JobView& v) { v.set_num_servers(3); }, "num_servers is 3"},
+      {[](wire::JobView& v) { v.set_partition_bytes(64); }, "partition_bytes is 64"},
+      {[](wire::JobView& v) { v.set_layout_hash(42); }, "layout_hash"},
+  };
+  for (const Case& c : cases) {
+    wire::RegisterRequest reg;
+    reg.set_rank(1);
+    *reg.mutable_view() = View();
+    c.change(*reg.mutable_view());
+    wire::RegisterResponse resp;
+    grpc::ClientContext ctx;
+    Expect(stub_->Register(&ctx, reg, &resp), grpc::StatusCode::FAILED_PRECONDITION, c.text);
+  }
+  wire::RegisterRequest reg;
+  reg.set_rank(9);
+  *reg.mutable_view() = View();
+  wire::RegisterResponse resp;
+  grpc::ClientContext ctx;
+  Expect(stub_->Register(&ctx, reg, &resp), grpc::StatusCode::INVALID_ARGUMENT, "rank 9");
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "oversized message: RESOURCE_EXHAUSTED", "[bad_input]") {
+  wire::PushRequest req = GoodPush();
+  req.mutable_chunks(0)->set_data(std::string(2 << 20, '\0'));
+  REQUIRE(Push(req).error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "Init with another shape: FAILED_PRECONDITION; same shape: ignored", "[bad_input]") {
+  wire::InitRequest init;
+  init.set_session_id(session_);
+  *init.mutable_layout() = LayoutToProto(Layout{{{"w", {4, 5}}, {"b", {5}}}});
+  wire::InitResponse resp;
+  {
+    grpc::ClientContext ctx;
+    Expect(stub_->Init(&ctx, init, &resp), grpc::StatusCode::FAILED_PRECONDITION, "w[4,5]");
+  }
+  *init.mutable_layout() = LayoutToProto(SmallLayout());
+  grpc::ClientContext ctx;
+  REQUIRE(stub_->Init(&ctx, init, &resp).ok());
+  REQUIRE(resp.outcome() == wire::INIT_ALREADY_DONE);
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "malformed layout or empty requests: INVALID_ARGUMENT", "[bad_input]") {
+  wire::InitRequest init;
+  init.set_session_id(session_);
+  init.mutable_layout()->add_tensors()->set_name("x;y");
+  init.mutable_layout()->mutable_tensors(0)->add_dims(3);
+  wire::InitResponse resp;
+  grpc::ClientContext ctx;
+  Expect(stub_->Init(&ctx, init, &resp), grpc::StatusCode::INVALID_ARGUMENT, "tensor name");
+  wire::PushRequest empty = GoodPush();
+  empty.clear_chunks();
+  Expect(Push(empty), grpc::StatusCode::INVALID_ARGUMENT, "no chunks");
+  wire::PushRequest negative = GoodPush();
+  negative.set_step(-1);
+  Expect(Push(negative), grpc::StatusCode::INVALID_ARGUMENT, "step is -1");
+  REQUIRE(StillServing());
+}
+
+TEST_CASE("dead session: ABORTED until the worker registers again", "[bad_input]") {
+  ManualClock clock;
+  ServerOptions o = SyncOptions(1, 1);
+  o.worker_timeout = absl::Seconds(10);
+  auto core = ParameterServer::Create(o, &clock);
+  REQUIRE(core.ok());
+  JobView view = o.job;
+  view.layout_hash = LayoutHash(SmallLayout());
+  auto reg = (*core)->Register(0, view);
+  REQUIRE(reg.ok());
+  clock.Advance(absl::Seconds(11));
+  (*core)->Tick();
+  auto hb = (*core)->Heartbeat(reg->session_id);
+  REQUIRE(hb.status().code() == absl::StatusCode::kAborted);
+  REQUIRE_THAT(std::string(hb.status().message()), Catch::Contains("expired"));
+  auto again = (*core)->Register(0, view);
+  REQUIRE(again.ok());
+  REQUIRE((*core)->Heartbeat(again->session_id).ok());
+  REQUIRE((*core)->Stats().dead_workers_total == 1);
+}
+
+}  // namespace
+}  // namespace shardps::testing

@@ -1,0 +1,136 @@
+// Checkpoints: the safetensors format, and a real ps_server process killed
+// with SIGKILL after a checkpoint, restarted with the same flags, serving the
+// checkpointed weights bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "server/safetensors.h"
+#include "server/shard_checkpoint.h"
+#include "tests/server_process.h"
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(base ? base : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST_CASE("safetensors round trip, and corrupt files are refused", "[checkpoint]") {
+  const std::string path = TempDir("st") + "/a.safetensors";
+  std::vector<float> a = {1.5f, -2.0f, 3.25f};
+  std::vector<float> b(10, 7.0f);
+  REQUIRE(WriteSafetensorsAtomically(path, {{"step", "3"}}, {{"a", {3}, a}, {"b/0", {2, 5}, b}}).ok());
+  auto file = ReadSafetensors(path);
+  REQUIRE(file.ok());
+  REQUIRE(file->metadata.at("step") == "3");
+  REQUIRE(file->tensors.at("a").values == a);
+  REQUIRE(file->tensors.at("b/0").shape == std::vector<int64_t>{2, 5});
+  REQUIRE(!std::filesystem::exists(path + ".tmp"));
+
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
+  REQUIRE(ReadSafetensors(path).status().code() == absl::StatusCode::kDataLoss);
+  REQUIRE(ReadSafetensors(path + ".missing").status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit for bit", "[checkpoint][process]") {
+  const std::string dir = TempDir("ckpt");
+  const std::string binary = RunfilePath("server/ps_server");
+  const std::vector<std::string> flags = {
+      "--port=0", "--server_id=0", "--num_servers=1", "--num_workers=1", "--mode=sync",
+      "--partition_bytes=16", "--optimizer=adam", "--lr=0.01", "--checkpoint_dir=" + dir,
+      "--checkpoint_every=4", "--log_level=warn"};
+  const Layout layout = SmallLayout();
+  ClientOptions options;
+  options.job = SyncOptions(1, 1).job;
+  options.layout = layout;
+  options.max_attempts = 3;
+
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto random_tensors = [&] {
+    auto w = Zeros(layout);
+    for (auto& t : w) {
+      for (float& x : t) x = dist(rng);
+    }
+    return w;
+  };
+
+  auto before = Zeros(layout);
+  {
+    ServerProcess server(binary, flags);
+    options.servers = {absl::StrCat("127.0.0.1:", server.port())};
+    auto client = PsClient::Connect(options);
+    REQUIRE(client.ok());
+    REQUIRE((*client)->Register().ok());
+    REQUIRE((*client)->Init(random_tensors()).ok());
+    for (int t = 0; t < 4; ++t) {
+      auto g = random_tensors();
+      REQUIRE((*client)->Push(t, {{0, g[0].data()}, {1, g[1].data()}}).ok());
+    }
+    REQUIRE((*client)->Pull(4, {{0, before[0].data()}, {1, before[1].data()}}).ok());
+    // Wait for the step-4 checkpoint (written by the server's housekeeping).
+    const std::string path = ShardCheckpointPath(dir, 0, 1);
+    absl::Time deadline = absl::Now() + absl::Seconds(20);
+    bool written = false;
+    while (!written && absl::Now() < deadline) {
+      auto shard = ReadShardCheckpoint(path);
+      written = shard.ok() && shard->Step() == 4;
+      if (!written) absl::SleepFor(absl::Milliseconds(20));
+    }
+    REQUIRE(written);
+    const int status = server.Signal(SIGKILL);
+    REQUIRE(WIFSIGNALED(status));
+  }
+
+  ServerProcess restarted(binary, flags);
+  options.servers = {absl::StrCat("127.0.0.1:", restarted.port())};
+  auto client = PsClient::Connect(options);
+  REQUIRE(client.ok());
+  auto step = (*client)->Register();
+  REQUIRE(step.ok());
+  REQUIRE(*step == 4);
+  auto after = Zeros(layout);
+  REQUIRE((*client)->Pull(4, {{0, after[0].data()}, {1, after[1].data()}}).ok());
+  for (size_t t = 0; t < layout.tensors.size(); ++t) {
+    REQUIRE(std::memcmp(before[t].data(), after[t].data(), before[t].size() * 4) == 0);
+  }
+  // Training goes on from there (Adam's slots were restored too).
+  auto g = Zeros(layout);
+  REQUIRE((*client)->Push(4, {{0, g[0].data()}, {1, g[1].data()}}).ok());
+
+  // SIGTERM: a clean exit 0 with a final checkpoint of step 5.
+  const int status = restarted.Signal(SIGTERM);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  auto final_shard = ReadShardCheckpoint(ShardCheckpointPath(dir, 0, 1));
+  REQUIRE(final_shard.ok());
+  REQUIRE(final_shard->Step() == 5);
+}
+
+TEST_CASE("a checkpoint from another configuration is refused at start", "[checkpoint]") {
+  const std::string dir = TempDir("foreign");
+  ShardSnapshot shard;
+  shard.mode = Mode::kAsync;
+  shard.layout = SmallLayout();
+  shard.partition_bytes = 16;
+  shard.optimizer = "sgd";
+  REQUIRE(WriteShardCheckpoint(ShardCheckpointPath(dir, 0, 1), shard).ok());
+  ServerOptions o = SyncOptions(1, 1);
+  o.checkpoint_dir = dir;
+  RealClock clock;
+  auto core = ParameterServer::Create(o, &clock);
+  REQUIRE(core.status().code() == absl::StatusCode::kFailedPrecondition);
+  REQUIRE_THAT(std::string(core.status().message()), Catch::Contains("mode async"));
+}
+
+}  // namespace
+}  // namespace shardps::testing

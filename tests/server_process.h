@@ -1,0 +1,72 @@
+// Runs the real ps_server binary as a child process for multi-process tests.
+#ifndef SHARDPS_TESTS_SERVER_PROCESS_H_
+#define SHARDPS_TESTS_SERVER_PROCESS_H_
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardps::testing {
+
+// Path of a binary of this workspace inside the test's runfiles.
+inline std::string RunfilePath(const std::string& relative) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr) return relative;
+  return std::string(srcdir) + "/" + (workspace ? workspace : "shardps") + "/" + relative;
+}
+
+class ServerProcess {
+ public:
+  // Starts `binary` with `args` and waits for its "LISTENING port=N" line.
+  ServerProcess(const std::string& binary, const std::vector<std::string>& args) {
+    int out[2];
+    if (pipe(out) != 0) throw std::runtime_error("pipe failed");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(binary.c_str()));
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* in = fdopen(out[0], "r");
+    char line[256];
+    while (fgets(line, sizeof(line), in) != nullptr) {
+      if (sscanf(line, "LISTENING port=%d", &port_) == 1) break;
+    }
+    fclose(in);
+    if (port_ == 0) throw std::runtime_error("ps_server did not start: " + binary);
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) Signal(SIGKILL);
+  }
+
+  int port() const { return port_; }
+  // Sends `sig` and returns the exit status as waitpid reports it.
+  int Signal(int sig) {
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace shardps::testing
+
+#endif  // SHARDPS_TESTS_SERVER_PROCESS_H_
