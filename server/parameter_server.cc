@@ -169,6 +169,7 @@ absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobVi
   }
   Registration reg;
   reg.current_step = CurrentStep();
+  reg.heartbeat_interval = options_.heartbeat_interval;
   reg.session_id = membership_.Register(rank, reg.current_step);
   {
     absl::MutexLock lock(&clock_mu_);

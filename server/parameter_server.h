@@ -44,6 +44,7 @@ struct PulledChunk {
 struct Registration {
   uint64_t session_id = 0;
   int64_t current_step = 0;
+  absl::Duration heartbeat_interval;  // how often an idle worker should call.
 };
 
 struct ServerStats {

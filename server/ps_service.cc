@@ -45,6 +45,7 @@ grpc::ServerUnaryReactor* PsService::Register(grpc::CallbackServerContext* ctx,
     resp->set_session_id(reg->session_id);
     resp->set_current_step(reg->current_step);
     resp->set_server_id(core_->server_id());
+    resp->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(reg->heartbeat_interval));
   }
   return Finish(ctx, reg.status());
 }

@@ -11,13 +11,6 @@
 namespace shardps::testing {
 namespace {
 
-// Every value of every tensor of SmallLayout() set to `v`.
-std::vector<std::vector<float>> Filled(float v) {
-  auto w = Zeros(SmallLayout());
-  for (auto& t : w) std::fill(t.begin(), t.end(), v);
-  return w;
-}
-
 absl::Status PushAll(PsClient& c, int64_t step, const std::vector<std::vector<float>>& g) {
   return c.Push(step, {{0, g[0].data()}, {1, g[1].data()}});
 }

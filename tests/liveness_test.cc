@@ -34,12 +34,6 @@ std::string ScrapeMetrics(int port) {
   return out;
 }
 
-std::vector<std::vector<float>> Filled(float v) {
-  auto w = Zeros(SmallLayout());
-  for (auto& t : w) std::fill(t.begin(), t.end(), v);
-  return w;
-}
-
 TEST_CASE("worker timeout: a sync step completes without a silent worker, which rejoins", "[liveness]") {
   ServerOptions o = SyncOptions(1, 3);
   o.worker_timeout = absl::Milliseconds(600);

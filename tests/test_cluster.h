@@ -97,6 +97,13 @@ inline std::vector<std::vector<float>> Zeros(const Layout& layout) {
   return w;
 }
 
+// Every value of every tensor of SmallLayout() set to `v`.
+inline std::vector<std::vector<float>> Filled(float v) {
+  auto w = Zeros(SmallLayout());
+  for (auto& t : w) std::fill(t.begin(), t.end(), v);
+  return w;
+}
+
 }  // namespace shardps::testing
 
 #endif  // SHARDPS_TESTS_TEST_CLUSTER_H_
