@@ -82,11 +82,11 @@ TEST_CASE("worker timeout: a sync step completes without a silent worker, which 
 
 TEST_CASE("an idle worker's heartbeats keep it alive", "[liveness]") {
   ServerOptions o = SyncOptions(1, 1);
-  o.worker_timeout = absl::Milliseconds(400);
+  o.worker_timeout = absl::Milliseconds(1500);
   TestCluster cluster(o);
   auto w = cluster.Worker(0);  // heartbeat interval 100 ms
   REQUIRE(w->Init(Zeros(SmallLayout())).ok());
-  absl::SleepFor(absl::Milliseconds(1200));
+  absl::SleepFor(absl::Milliseconds(4000));  // well past the timeout, with no other calls
   REQUIRE(cluster.core(0)->Stats().dead_workers_total == 0);
 }
 
