@@ -1,0 +1,75 @@
+// The compute backend a model runs on. Model code calls only this interface
+// and never knows whether a CPU (OpenBLAS) or a GPU (CUDA, cuBLAS) does the
+// work. Pointers passed to the compute calls are in the backend's memory
+// (from Alloc); CopyIn/CopyOut move values to and from host memory.
+//
+// Shapes are row-major; images are NCHW. A backend is used by one thread.
+#ifndef SHARDPS_WORKER_BACKEND_H_
+#define SHARDPS_WORKER_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace shardps {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Backend memory. Alloc'd blocks are zeroed.
+  virtual float* Alloc(int64_t n) = 0;
+  virtual int32_t* AllocInts(int64_t n) = 0;
+  virtual void Free(void* p) = 0;
+  virtual void CopyIn(float* dst, const float* host, int64_t n) = 0;
+  virtual void CopyInInts(int32_t* dst, const int32_t* host, int64_t n) = 0;
+  virtual void CopyOut(float* host, const float* src, int64_t n) = 0;
+  virtual void Fill(float* x, int64_t n, float value) = 0;
+  // dst = src, both in backend memory.
+  virtual void Copy(float* dst, const float* src, int64_t n) = 0;
+  // Waits for all queued work (a no-op where calls are synchronous).
+  virtual void Synchronize() = 0;
+
+  // C[m,n] = alpha * op(A) * op(B) + beta * C; op transposes when asked.
+  // A is m x k after op, B is k x n after op.
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
+
+  // y[r, c] += bias[c] for a rows x cols matrix; db[c] = sum over r of dy[r, c].
+  virtual void AddRowBias(int rows, int cols, const float* bias, float* y) = 0;
+  virtual void RowBiasGrad(int rows, int cols, const float* dy, float* db) = 0;
+  // y[n, c, s] += bias[c]; db[c] = sum over n, s of dy[n, c, s].
+  virtual void AddChannelBias(int batch, int channels, int spatial, const float* bias, float* y) = 0;
+  virtual void ChannelBiasGrad(int batch, int channels, int spatial, const float* dy, float* db) = 0;
+
+  // y = max(x, 0); dx = dy where y > 0, else 0.
+  virtual void Relu(int64_t n, const float* x, float* y) = 0;
+  virtual void ReluGrad(int64_t n, const float* y, const float* dy, float* dx) = 0;
+
+  // One image (channels x h x w) to columns (channels*k*k x h*w) for a k x k
+  // convolution with stride 1 and `pad` zero padding that keeps h x w.
+  virtual void Im2Col(int channels, int h, int w, int k, int pad, const float* image, float* col) = 0;
+  // The adjoint: adds the columns back into `image` (which the caller zeroes).
+  virtual void Col2Im(int channels, int h, int w, int k, int pad, const float* col, float* image) = 0;
+
+  // 2x2 max pooling with stride 2 (h, w even); argmax holds, per output, the
+  // index of the chosen input inside its image plane.
+  virtual void MaxPool2(int batch, int channels, int h, int w, const float* x, float* y, int32_t* argmax) = 0;
+  // dx (zeroed by the callee) gets dy at each argmax.
+  virtual void MaxPool2Grad(int batch, int channels, int h, int w, const float* dy, const int32_t* argmax,
+                            float* dx) = 0;
+
+  // Softmax over each row of logits (rows x classes), the mean cross-entropy
+  // against labels, dlogits = (softmax - onehot) / rows, and how many rows
+  // have their label as the arg max. `loss` and `correct` are host values.
+  virtual void SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
+                                   float* dlogits, float* loss, int* correct) = 0;
+};
+
+// The CPU backend on OpenBLAS with `threads` BLAS threads (0: OpenBLAS's choice).
+std::unique_ptr<Backend> MakeCpuBackend(int threads);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_WORKER_BACKEND_H_
