@@ -1,0 +1,144 @@
+// ps_worker: one data-parallel worker of a ShardPS job. Flags live here only.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/command_line.h"
+#include "common/logging.h"
+#include "spdlog/spdlog.h"
+#include "worker/dataset.h"
+#include "worker/model.h"
+#include "worker/ps_client.h"
+#include "worker/trainer.h"
+
+ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of every server, in server-id order.");
+ABSL_FLAG(int, rank, 0, "This worker's rank in [0, num_workers).");
+ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
+ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp; must match the servers.");
+ABSL_FLAG(int, staleness, 0, "ssp staleness; must match the servers.");
+ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk in bytes; must match the servers.");
+ABSL_FLAG(std::string, model, "mlp", "mlp (784-256-128-10) or cnn (two conv+pool layers, dense 128, dense 10).");
+ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist", "Directory of the IDX (gzip) files.");
+ABSL_FLAG(int64_t, synthetic, 0, "Train on this many synthetic samples instead of --data_dir (benchmarks).");
+ABSL_FLAG(int, batch_size, 64, "Samples per step on this worker.");
+ABSL_FLAG(int, epochs, 1, "Passes over the training set.");
+ABSL_FLAG(int64_t, max_steps_per_epoch, 0, "Stop each epoch after this many steps (0: the whole share).");
+ABSL_FLAG(std::string, device, "auto", "auto, cpu or cuda.");
+ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads of the CPU backend (0: OpenBLAS's choice).");
+ABSL_FLAG(uint64_t, seed, 1, "Job seed: initial weights and per-epoch shuffles.");
+ABSL_FLAG(int, eval_rank, 0, "Rank that evaluates test accuracy after each epoch (-1: none).");
+ABSL_FLAG(int, log_every, 100, "Steps between progress lines (0: none).");
+ABSL_FLAG(std::string, summary_json, "", "Write the run's summary here at the end.");
+ABSL_FLAG(absl::Duration, pull_timeout, absl::Seconds(120), "Deadline of one pull (sync pulls wait for the slowest).");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat when idle this long.");
+ABSL_FLAG(int, rpc_attempts, 8, "Attempts per call when a server is unavailable.");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
+
+namespace shardps {
+namespace {
+
+absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(const std::string& device) {
+  if (device == "cpu" || device == "auto") {
+    if (device == "auto") spdlog::info("device auto: no CUDA backend in this build; using the CPU (OpenBLAS)");
+    return MakeCpuBackend(absl::GetFlag(FLAGS_blas_threads));
+  }
+  if (device == "cuda") return absl::UnimplementedError("--device=cuda: the CUDA backend is not built yet");
+  return absl::InvalidArgumentError(absl::StrCat("unknown --device '", device, "'; want auto, cpu or cuda"));
+}
+
+std::string ConfigJson(const ClientOptions& c, const TrainerOptions& t) {
+  return absl::StrCat("{\"model\": \"", absl::GetFlag(FLAGS_model), "\", \"mode\": \"", ModeName(c.job.mode),
+                      "\", \"staleness\": ", c.job.staleness, ", \"num_servers\": ", c.job.num_servers,
+                      ", \"num_workers\": ", c.job.num_workers, ", \"rank\": ", c.rank,
+                      ", \"batch_size\": ", t.batch_size, ", \"epochs\": ", t.epochs, ", \"seed\": ", t.seed,
+                      ", \"device\": \"cpu\", \"data\": \"",
+                      absl::GetFlag(FLAGS_synthetic) > 0 ? "synthetic" : absl::GetFlag(FLAGS_data_dir), "\"}");
+}
+
+int Run() {
+  const int rank = absl::GetFlag(FLAGS_rank);
+  if (absl::Status s = SetUpLogging(absl::GetFlag(FLAGS_log_level), absl::StrCat("worker ", rank)); !s.ok()) {
+    fprintf(stderr, "ps_worker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  auto fail = [](const absl::Status& s) {
+    spdlog::critical("{}", std::string(s.message()));
+    return 1;
+  };
+  ClientOptions client_options;
+  client_options.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
+  if (client_options.servers.empty()) return fail(absl::InvalidArgumentError("--servers is empty"));
+  client_options.rank = rank;
+  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return fail(mode.status());
+  client_options.job.mode = *mode;
+  client_options.job.staleness = absl::GetFlag(FLAGS_staleness);
+  client_options.job.num_servers = static_cast<int>(client_options.servers.size());
+  client_options.job.num_workers = absl::GetFlag(FLAGS_num_workers);
+  client_options.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  client_options.pull_timeout = absl::GetFlag(FLAGS_pull_timeout);
+  client_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  client_options.max_attempts = absl::GetFlag(FLAGS_rpc_attempts);
+
+  TrainerOptions trainer_options;
+  trainer_options.rank = rank;
+  trainer_options.num_workers = client_options.job.num_workers;
+  trainer_options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  trainer_options.epochs = absl::GetFlag(FLAGS_epochs);
+  trainer_options.seed = absl::GetFlag(FLAGS_seed);
+  trainer_options.log_every = absl::GetFlag(FLAGS_log_every);
+  trainer_options.eval_rank = absl::GetFlag(FLAGS_eval_rank);
+  trainer_options.max_steps_per_epoch = absl::GetFlag(FLAGS_max_steps_per_epoch);
+
+  absl::StatusOr<Dataset> train, test;
+  if (absl::GetFlag(FLAGS_synthetic) > 0) {
+    train = SyntheticDataset(absl::GetFlag(FLAGS_synthetic), 28, 28, trainer_options.seed);
+    test = SyntheticDataset(2000, 28, 28, trainer_options.seed + 1);
+  } else {
+    train = LoadMnistStyle(absl::GetFlag(FLAGS_data_dir), /*train=*/true);
+    if (!train.ok()) return fail(train.status());
+    test = LoadMnistStyle(absl::GetFlag(FLAGS_data_dir), /*train=*/false);
+  }
+  if (!test.ok()) return fail(test.status());
+
+  absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(absl::GetFlag(FLAGS_device));
+  if (!backend.ok()) return fail(backend.status());
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
+      absl::GetFlag(FLAGS_model), backend->get(), trainer_options.batch_size, {1, train->rows, train->cols});
+  if (!model.ok()) return fail(model.status());
+  client_options.layout = (*model)->layout();
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(client_options);
+  if (!client.ok()) return fail(client.status());
+
+  spdlog::info("{} on {} ({} parameters), {} mode, {} servers, {} workers, batch {}", absl::GetFlag(FLAGS_model),
+               (*backend)->name(), (*model)->layout().TotalBytes() / 4, ModeName(client_options.job.mode),
+               client_options.job.num_servers, client_options.job.num_workers, trainer_options.batch_size);
+  Trainer trainer(trainer_options, model->get(), client->get(), &*train, &*test);
+  absl::StatusOr<TrainSummary> summary = trainer.Run();
+  if (!summary.ok()) return fail(summary.status());
+  spdlog::info("done: {} steps in {:.1f} s, {:.0f} samples/s{}", summary->steps, summary->wall_seconds,
+               summary->samples_per_second,
+               summary->final_test_accuracy >= 0 ? absl::StrCat(", final test accuracy ", summary->final_test_accuracy) : "");
+  const std::string path = absl::GetFlag(FLAGS_summary_json);
+  if (!path.empty()) {
+    std::ofstream out(path);
+    out << SummaryJson(*summary, ConfigJson(client_options, trainer_options));
+    if (!out) return fail(absl::InternalError(absl::StrCat("cannot write ", path)));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardps
+
+int main(int argc, char** argv) {
+  shardps::ParseJobCommandLine(argc, argv,
+                               "ps_worker: a ShardPS training worker.\n"
+                               "  ps_worker --flagfile=job.flags --servers=h0:7000,h1:7001 --rank=0");
+  return shardps::Run();
+}

@@ -1,0 +1,220 @@
+#include "worker/trainer.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+namespace {
+
+// The completion of one asynchronous pull or push.
+struct Pending {
+  absl::Notification done;
+  absl::Status status;
+  PsClient::Done Callback() {
+    return [this](absl::Status s) {
+      status = std::move(s);
+      done.Notify();
+    };
+  }
+};
+
+double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+
+}  // namespace
+
+Trainer::Trainer(const TrainerOptions& options, Model* model, PsClient* client, const Dataset* train,
+                 const Dataset* test)
+    : options_(options), model_(model), client_(client), train_(train), test_(test) {
+  for (const TensorSpec& t : model_->layout().tensors) {
+    host_weights_.emplace_back(t.NumElements());
+    host_grads_.emplace_back(t.NumElements());
+  }
+  batch_images_.resize(static_cast<size_t>(options_.batch_size) * train_->ImageSize());
+  batch_labels_.resize(options_.batch_size);
+}
+
+void Trainer::LoadBatch(const Dataset& data, const int64_t* indices, int count) {
+  const int64_t size = data.ImageSize();
+  for (int i = 0; i < count; ++i) {
+    std::copy_n(&data.images[indices[i] * size], size, &batch_images_[i * size]);
+    batch_labels_[i] = data.labels[indices[i]];
+  }
+  model_->SetBatch(count, batch_images_.data(), batch_labels_.data());
+}
+
+absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, float* loss, int* correct) {
+  const int layers = model_->num_layers();
+  Backend& be = model_->backend();
+  // Pull every layer's weights now, in forward order; forward waits per layer.
+  std::vector<std::unique_ptr<Pending>> pulls(layers);
+  for (int l = 0; l < layers; ++l) {
+    if (model_->TensorsOfLayer(l).empty()) continue;
+    std::vector<TensorOut> outs;
+    for (uint32_t t : model_->TensorsOfLayer(l)) outs.push_back({t, host_weights_[t].data()});
+    pulls[l] = std::make_unique<Pending>();
+    client_->PullAsync(step, std::move(outs), pulls[l]->Callback());
+  }
+  absl::Status failure;
+  auto wait = [&](Pending& p, double& bucket) {
+    const absl::Time start = absl::Now();
+    p.done.WaitForNotification();
+    bucket += Seconds(start);
+    if (!p.status.ok() && failure.ok()) failure = p.status;
+  };
+
+  LoadBatch(*train_, indices.data(), static_cast<int>(indices.size()));
+  for (int l = 0; l < layers; ++l) {
+    if (pulls[l]) {
+      wait(*pulls[l], split_.pull_wait);
+      if (!failure.ok()) break;
+    }
+    const absl::Time start = absl::Now();
+    for (uint32_t t : model_->TensorsOfLayer(l)) be.CopyIn(model_->weights(t), host_weights_[t].data(), host_weights_[t].size());
+    model_->ForwardLayer(l);
+    split_.compute += Seconds(start);
+  }
+  // Every pull must finish before this step returns: they write host buffers.
+  for (auto& p : pulls) {
+    if (p) wait(*p, split_.pull_wait);
+  }
+  if (!failure.ok()) return failure;
+
+  absl::Time start = absl::Now();
+  model_->ComputeLoss(loss, correct);
+  std::vector<std::unique_ptr<Pending>> pushes;
+  for (int l = layers - 1; l >= 0; --l) {
+    model_->BackwardLayer(l);
+    if (model_->TensorsOfLayer(l).empty()) continue;
+    std::vector<TensorIn> ins;
+    for (uint32_t t : model_->TensorsOfLayer(l)) {
+      be.CopyOut(host_grads_[t].data(), model_->grads(t), host_grads_[t].size());
+      ins.push_back({t, host_grads_[t].data()});
+    }
+    pushes.push_back(std::make_unique<Pending>());
+    client_->PushAsync(step, std::move(ins), pushes.back()->Callback());
+  }
+  split_.compute += Seconds(start);
+  for (auto& p : pushes) wait(*p, split_.push_wait);
+  return failure;
+}
+
+absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
+  std::vector<TensorOut> outs;
+  for (uint32_t t = 0; t < host_weights_.size(); ++t) outs.push_back({t, host_weights_[t].data()});
+  if (absl::Status s = client_->Pull(step, std::move(outs)); !s.ok()) return s;
+  Backend& be = model_->backend();
+  for (uint32_t t = 0; t < host_weights_.size(); ++t) be.CopyIn(model_->weights(t), host_weights_[t].data(), host_weights_[t].size());
+  int64_t right = 0;
+  std::vector<int64_t> indices(options_.batch_size);
+  for (int64_t first = 0; first < test_->count; first += options_.batch_size) {
+    const int count = static_cast<int>(std::min<int64_t>(options_.batch_size, test_->count - first));
+    for (int i = 0; i < count; ++i) indices[i] = first + i;
+    LoadBatch(*test_, indices.data(), count);
+    for (int l = 0; l < model_->num_layers(); ++l) model_->ForwardLayer(l);
+    float loss;
+    int correct;
+    model_->ComputeLoss(&loss, &correct);
+    right += correct;
+  }
+  return static_cast<double>(right) / test_->count;
+}
+
+absl::StatusOr<TrainSummary> Trainer::Run() {
+  absl::StatusOr<int64_t> start_step = client_->Register();
+  if (!start_step.ok()) return start_step.status();
+  if (absl::Status s = client_->Init(model_->InitialWeights(options_.seed)); !s.ok()) return s;
+  const bool evaluates = options_.rank == options_.eval_rank && test_ != nullptr;
+
+  TrainSummary summary;
+  int64_t step = *start_step;
+  const absl::Time run_start = absl::Now();
+  for (int epoch = 0; epoch < options_.epochs; ++epoch) {
+    const std::vector<int64_t> shard =
+        EpochShard(train_->count, options_.seed, epoch, options_.rank, options_.num_workers);
+    int64_t steps = static_cast<int64_t>(shard.size()) / options_.batch_size;
+    if (options_.max_steps_per_epoch > 0) steps = std::min(steps, options_.max_steps_per_epoch);
+    if (steps == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("a worker's share of ", shard.size(),
+                                                     " samples holds no batch of ", options_.batch_size));
+    }
+    EpochResult result;
+    result.epoch = epoch;
+    const absl::Time epoch_start = absl::Now();
+    double window_loss = 0, epoch_loss = 0;
+    int64_t window_right = 0, epoch_right = 0;
+    absl::Time window_start = absl::Now();
+    const TimeSplit split_before = split_;
+    for (int64_t i = 0; i < steps; ++i, ++step) {
+      const std::vector<int64_t> batch(shard.begin() + i * options_.batch_size,
+                                       shard.begin() + (i + 1) * options_.batch_size);
+      float loss = 0;
+      int correct = 0;
+      if (absl::Status s = Step(step, batch, &loss, &correct); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
+      }
+      summary.losses.push_back(loss);
+      window_loss += loss;
+      epoch_loss += loss;
+      window_right += correct;
+      epoch_right += correct;
+      const int64_t done = i + 1;
+      if (options_.log_every > 0 && (done % options_.log_every == 0 || done == steps)) {
+        const int64_t window_steps = (done - 1) % options_.log_every + 1;
+        const double total = split_.pull_wait + split_.compute + split_.push_wait -
+                             (split_before.pull_wait + split_before.compute + split_before.push_wait);
+        auto share = [&](double now, double before) { return total > 0 ? 100.0 * (now - before) / total : 0.0; };
+        spdlog::info(
+            "epoch {} step {}/{} loss {:.4f} accuracy {:.3f} {:.0f} samples/s | pull wait {:.0f}% compute "
+            "{:.0f}% push wait {:.0f}%",
+            epoch, done, steps, window_loss / window_steps,
+            static_cast<double>(window_right) / (window_steps * options_.batch_size),
+            window_steps * options_.batch_size / Seconds(window_start), share(split_.pull_wait, split_before.pull_wait),
+            share(split_.compute, split_before.compute), share(split_.push_wait, split_before.push_wait));
+        window_loss = 0;
+        window_right = 0;
+        window_start = absl::Now();
+      }
+    }
+    result.seconds = Seconds(epoch_start);
+    result.mean_loss = epoch_loss / steps;
+    result.train_accuracy = static_cast<double>(epoch_right) / (steps * options_.batch_size);
+    summary.steps += steps;
+    summary.samples += steps * options_.batch_size;
+    if (evaluates) {
+      absl::StatusOr<double> accuracy = Evaluate(step);
+      if (!accuracy.ok()) return accuracy.status();
+      result.test_accuracy = *accuracy;
+      summary.final_test_accuracy = *accuracy;
+    }
+    spdlog::info("epoch {} done in {:.1f} s: mean loss {:.4f}, train accuracy {:.4f}{}", epoch, result.seconds,
+                 result.mean_loss, result.train_accuracy,
+                 evaluates ? absl::StrCat(", test accuracy ", result.test_accuracy) : "");
+    summary.epochs.push_back(result);
+  }
+  summary.wall_seconds = Seconds(run_start);
+  summary.samples_per_second = summary.samples / summary.wall_seconds;
+  summary.split = split_;
+  return summary;
+}
+
+std::string SummaryJson(const TrainSummary& s, const std::string& config_json) {
+  std::vector<std::string> epochs;
+  for (const EpochResult& e : s.epochs) {
+    epochs.push_back(absl::StrCat("{\"epoch\": ", e.epoch, ", \"seconds\": ", e.seconds, ", \"mean_loss\": ",
+                                  e.mean_loss, ", \"train_accuracy\": ", e.train_accuracy,
+                                  ", \"test_accuracy\": ", e.test_accuracy, "}"));
+  }
+  return absl::StrCat("{\n  \"config\": ", config_json, ",\n  \"final_test_accuracy\": ", s.final_test_accuracy,
+                      ",\n  \"wall_seconds\": ", s.wall_seconds, ",\n  \"steps\": ", s.steps,
+                      ",\n  \"samples\": ", s.samples, ",\n  \"samples_per_second\": ", s.samples_per_second,
+                      ",\n  \"time_split_seconds\": {\"pull_wait\": ", s.split.pull_wait, ", \"compute\": ",
+                      s.split.compute, ", \"push_wait\": ", s.split.push_wait, "},\n  \"epochs\": [\n    ",
+                      absl::StrJoin(epochs, ",\n    "), "\n  ]\n}\n");
+}
+
+}  // namespace shardps

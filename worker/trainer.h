@@ -1,0 +1,85 @@
+// Drives one worker's training: per step, pulls weights layer by layer in
+// forward order, runs forward as each layer's weights arrive, then backward,
+// pushing each layer's gradients as soon as they are ready (last layer first).
+// Rank `eval_rank` evaluates test accuracy after every epoch.
+//
+// Not thread-safe: Run() is called once, from one thread.
+#ifndef SHARDPS_WORKER_TRAINER_H_
+#define SHARDPS_WORKER_TRAINER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/dataset.h"
+#include "worker/model.h"
+#include "worker/ps_client.h"
+
+namespace shardps {
+
+struct TrainerOptions {
+  int rank = 0;
+  int num_workers = 1;
+  int batch_size = 64;
+  int epochs = 1;
+  uint64_t seed = 1;
+  int log_every = 100;            // steps between progress lines; 0: none.
+  int eval_rank = 0;              // -1: nobody evaluates.
+  int64_t max_steps_per_epoch = 0;  // 0: the whole share.
+};
+
+struct TimeSplit {
+  double pull_wait = 0, compute = 0, push_wait = 0;
+};
+
+struct EpochResult {
+  int epoch = 0;
+  double seconds = 0;
+  double mean_loss = 0;
+  double train_accuracy = 0;
+  double test_accuracy = -1;  // -1: not evaluated on this worker.
+};
+
+struct TrainSummary {
+  std::vector<EpochResult> epochs;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  double wall_seconds = 0;
+  double samples_per_second = 0;
+  TimeSplit split;
+  double final_test_accuracy = -1;
+  std::vector<float> losses;  // every step's loss, in order.
+};
+
+class Trainer {
+ public:
+  // All pointers must outlive the trainer; `test` may be null when this rank
+  // does not evaluate.
+  Trainer(const TrainerOptions& options, Model* model, PsClient* client, const Dataset* train,
+          const Dataset* test);
+
+  // Registers, initialises the servers (first writer wins) and trains.
+  absl::StatusOr<TrainSummary> Run();
+
+ private:
+  absl::Status Step(int64_t step, const std::vector<int64_t>& indices, float* loss, int* correct);
+  absl::StatusOr<double> Evaluate(int64_t step);
+  void LoadBatch(const Dataset& data, const int64_t* indices, int count);
+
+  const TrainerOptions options_;
+  Model* const model_;
+  PsClient* const client_;
+  const Dataset* const train_;
+  const Dataset* const test_;
+  std::vector<std::vector<float>> host_weights_, host_grads_;
+  std::vector<float> batch_images_;
+  std::vector<int32_t> batch_labels_;
+  TimeSplit split_;
+};
+
+// The summary as JSON, with `config` (already JSON) embedded.
+std::string SummaryJson(const TrainSummary& summary, const std::string& config_json);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_WORKER_TRAINER_H_
