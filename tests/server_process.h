@@ -67,6 +67,43 @@ class ServerProcess {
   int port_ = 0;
 };
 
+// Runs any binary with stdout and stderr to `log_path`.
+class ChildProcess {
+ public:
+  ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* log = fopen(log_path.c_str(), "w");
+      if (log != nullptr) {
+        dup2(fileno(log), STDOUT_FILENO);
+        dup2(fileno(log), STDERR_FILENO);
+      }
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(binary.c_str()));
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  ~ChildProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // The exit code, or -1 when it died by a signal.
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
 }  // namespace shardps::testing
 
 #endif  // SHARDPS_TESTS_SERVER_PROCESS_H_

@@ -1,0 +1,148 @@
+// Multi-process end-to-end: real ps_server and ps_worker binaries, 2 servers
+// and 2 workers on 127.0.0.1, the real Fashion-MNIST data from Debian's
+// dataset-fashion-mnist, a few hundred steps in each mode.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "tests/server_process.h"
+
+namespace shardps::testing {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(base ? base : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every number that follows `"key": ` in `json`, in order.
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
+  std::vector<double> out;
+  std::regex re("\"" + key + "\": (-?[0-9.e+-]+)");
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stod((*it)[1]));
+  }
+  return out;
+}
+
+struct Cluster {
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::string addresses;
+};
+
+// Writes the job's flags to one flag file that every process reads, as users
+// do; returns the --flagfile argument.
+std::vector<std::string> JobFile(const std::string& dir, const std::vector<std::string>& flags) {
+  std::ofstream out(dir + "/job.flags");
+  for (const std::string& f : flags) out << f << "\n";
+  return {"--flagfile=" + dir + "/job.flags"};
+}
+
+Cluster StartServers(const std::vector<std::string>& job) {
+  Cluster c;
+  for (int s = 0; s < 2; ++s) {
+    std::vector<std::string> args = job;
+    args.push_back(absl::StrCat("--server_id=", s));
+    args.push_back("--port=0");
+    args.push_back("--log_level=warn");
+    c.servers.push_back(std::make_unique<ServerProcess>(RunfilePath("server/ps_server"), args));
+    c.addresses += absl::StrCat(s ? "," : "", "127.0.0.1:", c.servers.back()->port());
+  }
+  return c;
+}
+
+std::vector<std::string> WorkerArgs(const std::vector<std::string>& job, const Cluster& c, int rank,
+                                    const std::string& dir) {
+  std::vector<std::string> args = job;
+  args.push_back("--servers=" + c.addresses);
+  args.push_back(absl::StrCat("--rank=", rank));
+  args.push_back(absl::StrCat("--summary_json=", dir, "/summary-", rank, ".json"));
+  return args;
+}
+
+TEST_CASE("2 servers and 2 workers train mlp on Fashion-MNIST in every mode", "[e2e][process]") {
+  for (const char* mode : {"sync", "async", "ssp"}) {
+    DYNAMIC_SECTION(mode) {
+      const std::string dir = TempDir(absl::StrCat("e2e-", mode));
+      const std::vector<std::string> job = JobFile(dir, {
+          "--num_servers=2", "--num_workers=2", absl::StrCat("--mode=", mode), "--staleness=2",
+          "--model=mlp", "--optimizer=sgd", "--lr=0.05", "--momentum=0.9", "--batch_size=64",
+          "--epochs=2", "--max_steps_per_epoch=150", "--log_every=50", "--partition_bytes=262144"});
+      Cluster cluster = StartServers(job);
+      std::vector<std::unique_ptr<ChildProcess>> workers;
+      for (int r = 0; r < 2; ++r) {
+        workers.push_back(std::make_unique<ChildProcess>(RunfilePath("worker/ps_worker"),
+                                                         WorkerArgs(job, cluster, r, dir),
+                                                         absl::StrCat(dir, "/worker-", r, ".log")));
+      }
+      for (int r = 0; r < 2; ++r) {
+        INFO(ReadFile(absl::StrCat(dir, "/worker-", r, ".log")));
+        REQUIRE(workers[r]->Wait() == 0);
+      }
+      for (auto& s : cluster.servers) REQUIRE(WEXITSTATUS(s->Signal(SIGTERM)) == 0);
+
+      const std::string summary = ReadFile(dir + "/summary-0.json");
+      INFO(summary);
+      const std::vector<double> losses = JsonNumbers(summary, "mean_loss");
+      REQUIRE(losses.size() == 2);
+      REQUIRE(losses[1] < losses[0]);  // loss falls
+      const std::vector<double> accuracy = JsonNumbers(summary, "final_test_accuracy");
+      REQUIRE(accuracy.size() == 1);
+      // 300 steps of 2 x 64 samples: well past chance (0.1); 0.75 is the bound stated in the README.
+      REQUIRE(accuracy[0] >= 0.75);
+    }
+  }
+}
+
+TEST_CASE("a worker pointed at a dead address retries, then fails naming it", "[e2e][process]") {
+  const std::string dir = TempDir("dead");
+  ChildProcess worker(RunfilePath("worker/ps_worker"),
+                      {"--servers=127.0.0.1:1", "--rank=0", "--num_workers=1", "--rpc_attempts=3",
+                       "--max_steps_per_epoch=1"},
+                      dir + "/worker.log");
+  REQUIRE(worker.Wait() != 0);
+  const std::string log = ReadFile(dir + "/worker.log");
+  REQUIRE_THAT(log, Catch::Contains("127.0.0.1:1") && Catch::Contains("after 3 attempts"));
+}
+
+TEST_CASE("a worker with another model is refused at registration; the others train on", "[e2e][process]") {
+  const std::string dir = TempDir("mismatch");
+  const std::vector<std::string> job =
+      JobFile(dir, {"--num_servers=2", "--num_workers=2", "--mode=sync", "--model=mlp", "--batch_size=64",
+                    "--epochs=1", "--max_steps_per_epoch=60", "--log_every=5"});
+  Cluster cluster = StartServers(job);
+  ChildProcess w0(RunfilePath("worker/ps_worker"), WorkerArgs(job, cluster, 0, dir), dir + "/worker-0.log");
+  ChildProcess w1(RunfilePath("worker/ps_worker"), WorkerArgs(job, cluster, 1, dir), dir + "/worker-1.log");
+  // Once both have registered and trained a few steps, a worker with the cnn model tries to join.
+  for (int i = 0; i < 600 && ReadFile(dir + "/worker-0.log").find("step 5/") == std::string::npos; ++i) {
+    usleep(50000);
+  }
+  std::vector<std::string> rogue_args = WorkerArgs(job, cluster, 1, dir);
+  rogue_args.push_back("--model=cnn");
+  rogue_args.push_back("--summary_json=");
+  ChildProcess rogue(RunfilePath("worker/ps_worker"), rogue_args, dir + "/rogue.log");
+  REQUIRE(rogue.Wait() != 0);
+  const std::string log = ReadFile(dir + "/rogue.log");
+  INFO(log);
+  REQUIRE_THAT(log, Catch::Contains("FAILED_PRECONDITION") || Catch::Contains("layout_hash"));
+  REQUIRE(w0.Wait() == 0);
+  REQUIRE(w1.Wait() == 0);
+  for (auto& s : cluster.servers) REQUIRE(WEXITSTATUS(s->Signal(SIGTERM)) == 0);
+}
+
+}  // namespace
+}  // namespace shardps::testing
