@@ -1,0 +1,46 @@
+// The trainer over real gRPC with an in-process server.
+#include <catch2/catch.hpp>
+
+#include "tests/test_cluster.h"
+#include "worker/trainer.h"
+
+namespace shardps::testing {
+namespace {
+
+TrainSummary TrainOnce(const Dataset& train, const Dataset& test) {
+  ServerOptions o = SyncOptions(1, 1);
+  o.job.partition_bytes = 64 << 10;
+  o.optimizer.lr = 0.05;
+  o.optimizer.momentum = 0.9;
+  TestCluster cluster(o);
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create("mlp", backend.get(), 32);
+  REQUIRE(model.ok());
+  auto client = PsClient::Connect(cluster.ClientFor(0, (*model)->layout()));
+  REQUIRE(client.ok());
+  TrainerOptions t;
+  t.batch_size = 32;
+  t.epochs = 2;
+  t.max_steps_per_epoch = 25;
+  t.seed = 9;
+  t.log_every = 0;
+  Trainer trainer(t, model->get(), client->get(), &train, &test);
+  absl::StatusOr<TrainSummary> summary = trainer.Run();
+  REQUIRE(summary.ok());
+  return *summary;
+}
+
+TEST_CASE("one worker, fixed seed, sync: the same loss sequence twice", "[trainer]") {
+  const Dataset train = SyntheticDataset(4000, 28, 28, 1);
+  const Dataset test = SyntheticDataset(500, 28, 28, 2);
+  const TrainSummary a = TrainOnce(train, test);
+  const TrainSummary b = TrainOnce(train, test);
+  REQUIRE(a.losses.size() == 50);
+  REQUIRE(a.losses == b.losses);  // bit for bit
+  REQUIRE(a.final_test_accuracy == b.final_test_accuracy);
+  REQUIRE(a.epochs[1].mean_loss < a.epochs[0].mean_loss);
+  REQUIRE(a.final_test_accuracy > 0.5);  // the synthetic task is learnable; chance is 0.1
+}
+
+}  // namespace
+}  // namespace shardps::testing
