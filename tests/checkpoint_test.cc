@@ -16,14 +16,6 @@
 namespace shardps::testing {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(base ? base : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 TEST_CASE("safetensors round trip, and corrupt files are refused", "[checkpoint]") {
   const std::string path = TempDir("st") + "/a.safetensors";
   std::vector<float> a = {1.5f, -2.0f, 3.25f};

@@ -1,4 +1,4 @@
-// Runs the real ps_server binary as a child process for multi-process tests.
+// Child processes for multi-process tests: the real ps_server and ps_worker.
 #ifndef SHARDPS_TESTS_SERVER_PROCESS_H_
 #define SHARDPS_TESTS_SERVER_PROCESS_H_
 
@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +23,25 @@ inline std::string RunfilePath(const std::string& relative) {
   return std::string(srcdir) + "/" + (workspace ? workspace : "shardps") + "/" + relative;
 }
 
+// A fresh, empty directory under the test's temporary directory.
+inline std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// In a forked child: replaces it with `binary args...`, or exits 127.
+[[noreturn]] inline void ExecOrExit(const std::string& binary, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(binary.c_str(), argv.data());
+  _exit(127);
+}
+
 class ServerProcess {
  public:
   // Starts `binary` with `args` and waits for its "LISTENING port=N" line.
@@ -32,12 +52,7 @@ class ServerProcess {
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(binary.c_str()));
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      _exit(127);
+      ExecOrExit(binary, args);
     }
     close(out[1]);
     FILE* in = fdopen(out[0], "r");
@@ -78,12 +93,7 @@ class ChildProcess {
         dup2(fileno(log), STDOUT_FILENO);
         dup2(fileno(log), STDERR_FILENO);
       }
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(binary.c_str()));
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      _exit(127);
+      ExecOrExit(binary, args);
     }
   }
   ~ChildProcess() {
