@@ -71,6 +71,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, fl
   for (int l = 0; l < layers; ++l) {
     if (pulls[l]) {
       wait(*pulls[l], split_.pull_wait);
+      pulls[l].reset();
       if (!failure.ok()) break;
     }
     const absl::Time start = absl::Now();
@@ -78,7 +79,8 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, fl
     model_->ForwardLayer(l);
     split_.compute += Seconds(start);
   }
-  // Every pull must finish before this step returns: they write host buffers.
+  // After a failure, the pulls still in flight must finish before this step
+  // returns: they write host buffers.
   for (auto& p : pulls) {
     if (p) wait(*p, split_.pull_wait);
   }
