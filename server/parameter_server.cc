@@ -6,9 +6,12 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/key_state.h"
 #include "server/membership.h"
@@ -42,12 +45,40 @@ absl::Status ValidateOptions(const ServerOptions& o) {
   return ValidateOptimizerOptions(o.optimizer);
 }
 
-// Index and kind of the first non-finite value, or -1.
+// Index of the first non-finite value, or -1.
 int64_t FirstNonFinite(const float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(v[i])) return i;
   }
   return -1;
+}
+
+// OK when `server` owns `key` in `map`; NOT_FOUND naming the key otherwise.
+absl::Status CheckOwned(const KeyMap& map, const ChunkKey& key, int server) {
+  const ChunkInfo* info = map.Find(key);
+  if (info == nullptr) return absl::NotFoundError(absl::StrCat("key ", KeyName(key), " is not in the layout"));
+  if (info->server == server) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("key ", KeyName(key), " is owned by server ", info->server, ", not server ", server));
+}
+
+// INVALID_ARGUMENT unless `chunk` holds `length` finite float32 values.
+// `what` names the payload in the message ("gradient", "initial value").
+absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_t length) {
+  if (chunk.dtype != wire::DTYPE_FLOAT32) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " for key ", KeyName(chunk.key), " has dtype ",
+                                                   wire::DType_Name(chunk.dtype), "; want DTYPE_FLOAT32"));
+  }
+  if (static_cast<int64_t>(chunk.data.size()) != length * 4) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " for key ", KeyName(chunk.key), " has ",
+                                                   chunk.data.size(), " bytes; want ", length * 4));
+  }
+  const int64_t bad = FirstNonFinite(reinterpret_cast<const float*>(chunk.data.data()), length);
+  if (bad >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " for key ", KeyName(chunk.key), " has a NaN or Inf at index ", bad));
+  }
+  return absl::OkStatus();
 }
 
 class ParameterServerImpl final : public ParameterServer {
@@ -57,6 +88,7 @@ class ParameterServerImpl final : public ParameterServer {
         clock_(clock),
         optimizer_(MakeOptimizer(options.optimizer)),
         membership_(options.job.num_workers, options.worker_timeout, clock),
+        pushed_keys_per_step_(options.job.num_workers),
         last_checkpoint_time_(clock->Now()) {}
 
   ~ParameterServerImpl() override { Shutdown(); }
@@ -87,7 +119,8 @@ class ParameterServerImpl final : public ParameterServer {
   void InstallKeys(KeyMap map) ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
   // NOT_FOUND naming the key when this server does not own it.
   absl::StatusOr<KeyState*> FindOwned(const ChunkKey& key);
-  absl::Status ValidateGradient(const ChunkPayload& chunk, KeyState& state);
+  // {smallest, largest} key version; {0, 0} before Init.
+  std::pair<int64_t, int64_t> VersionRange();
 
   wire::PushOutcome PushSync(KeyState& k, int rank, int64_t step, const float* grad,
                              absl::Status& error);
@@ -173,7 +206,6 @@ absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobVi
   reg.session_id = membership_.Register(rank, reg.current_step);
   {
     absl::MutexLock lock(&clock_mu_);
-    if (pushed_keys_per_step_.empty()) pushed_keys_per_step_.resize(options_.job.num_workers);
     pushed_keys_per_step_[rank].clear();
   }
   spdlog::info("worker {} registered (session {:016x}), continues at step {}", rank,
@@ -183,10 +215,7 @@ absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobVi
 
 int64_t ParameterServerImpl::CurrentStep() {
   if (options_.job.mode != Mode::kSync) return membership_.MaxClock();
-  if (!initialized_) return 0;
-  int64_t step = 0;
-  for (const auto& k : keys_) step = std::max(step, k->version.load());
-  return step;
+  return VersionRange().second;
 }
 
 void ParameterServerImpl::InstallKeys(KeyMap map) {
@@ -196,10 +225,6 @@ void ParameterServerImpl::InstallKeys(KeyMap map) {
     by_key_[c.key] = keys_.back().get();
   }
   job_layout_hash_ = LayoutHash(key_map_->layout());
-  {
-    absl::MutexLock lock(&clock_mu_);
-    if (pushed_keys_per_step_.empty()) pushed_keys_per_step_.resize(options_.job.num_workers);
-  }
   initialized_ = true;
 }
 
@@ -227,27 +252,17 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
   const std::vector<ChunkInfo> owned = map->ChunksOfServer(options_.server_id);
   absl::flat_hash_map<ChunkKey, const ChunkPayload*> given;
   for (const ChunkPayload& c : chunks) {
-    const ChunkInfo* info = map->Find(c.key);
-    if (info == nullptr) return Refuse(absl::NotFoundError(absl::StrCat("Init names key ", KeyName(c.key), ", which is not in the layout")));
-    if (info->server != options_.server_id) {
-      return Refuse(absl::NotFoundError(absl::StrCat("key ", KeyName(c.key), " is owned by server ",
-                                                     info->server, ", not server ", options_.server_id)));
+    if (absl::Status owned_here = CheckOwned(*map, c.key, options_.server_id); !owned_here.ok()) {
+      return Refuse(owned_here);
     }
-    if (c.dtype != wire::DTYPE_FLOAT32) return Refuse(absl::InvalidArgumentError(absl::StrCat("Init of key ", KeyName(c.key), " is not float32")));
-    if (static_cast<int64_t>(c.data.size()) != info->length * 4) {
-      return Refuse(absl::InvalidArgumentError(absl::StrCat("Init of key ", KeyName(c.key), " has ", c.data.size(),
-                                                            " bytes; want ", info->length * 4)));
+    if (absl::Status valid = ValidatePayload("initial value", c, map->Find(c.key)->length); !valid.ok()) {
+      return Refuse(valid);
     }
     if (!given.emplace(c.key, &c).second) return Refuse(absl::InvalidArgumentError(absl::StrCat("Init names key ", KeyName(c.key), " twice")));
   }
   for (const ChunkInfo& c : owned) {
     if (!given.contains(c.key)) {
       return Refuse(absl::InvalidArgumentError(absl::StrCat("Init lacks key ", KeyName(c.key), " of server ", options_.server_id)));
-    }
-    const ChunkPayload& p = *given[c.key];
-    const int64_t bad = FirstNonFinite(reinterpret_cast<const float*>(p.data.data()), c.length);
-    if (bad >= 0) {
-      return Refuse(absl::InvalidArgumentError(absl::StrCat("Init of key ", KeyName(c.key), " has a non-finite value at index ", bad)));
     }
   }
   InstallKeys(*std::move(map));
@@ -263,27 +278,19 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
 absl::StatusOr<KeyState*> ParameterServerImpl::FindOwned(const ChunkKey& key) {
   auto it = by_key_.find(key);
   if (it != by_key_.end()) return it->second;
-  const ChunkInfo* info = key_map_->Find(key);
-  if (info == nullptr) return absl::NotFoundError(absl::StrCat("key ", KeyName(key), " is not in the layout"));
-  return absl::NotFoundError(absl::StrCat("key ", KeyName(key), " is owned by server ", info->server,
-                                          ", not server ", options_.server_id));
+  absl::Status not_owned = CheckOwned(*key_map_, key, options_.server_id);
+  return not_owned.ok() ? absl::InternalError(absl::StrCat("owned key ", KeyName(key), " has no state")) : not_owned;
 }
 
-absl::Status ParameterServerImpl::ValidateGradient(const ChunkPayload& chunk, KeyState& k) {
-  if (chunk.dtype != wire::DTYPE_FLOAT32) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient for key ", KeyName(chunk.key), " has dtype ",
-                                                   wire::DType_Name(chunk.dtype), "; want DTYPE_FLOAT32"));
+std::pair<int64_t, int64_t> ParameterServerImpl::VersionRange() {
+  if (!initialized_ || keys_.empty()) return {0, 0};
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
+  for (const auto& k : keys_) {
+    const int64_t v = k->version.load();
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
   }
-  if (static_cast<int64_t>(chunk.data.size()) != k.info.length * 4) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient for key ", KeyName(chunk.key), " has ", chunk.data.size(),
-                                                   " bytes; want ", k.info.length * 4));
-  }
-  const int64_t bad = FirstNonFinite(reinterpret_cast<const float*>(chunk.data.data()), k.info.length);
-  if (bad >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient for key ", KeyName(chunk.key),
-                                                   " has a NaN or Inf at index ", bad));
-  }
-  return absl::OkStatus();
+  return {lo, hi};
 }
 
 absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
@@ -302,7 +309,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     absl::StatusOr<KeyState*> k = FindOwned(c.key);
     if (!k.ok()) return Refuse(k.status());
     if (!seen.insert(c.key).second) return Refuse(absl::InvalidArgumentError(absl::StrCat("push names key ", KeyName(c.key), " twice")));
-    if (absl::Status valid = ValidateGradient(c, **k); !valid.ok()) return Refuse(valid);
+    if (absl::Status valid = ValidatePayload("gradient", c, (*k)->info.length); !valid.ok()) return Refuse(valid);
     if (options_.job.mode == Mode::kSync) {
       absl::MutexLock lock(&(*k)->mu);
       const int64_t version = (*k)->version;
@@ -391,7 +398,7 @@ wire::PushOutcome ParameterServerImpl::PushAsync(KeyState& k, int rank, int64_t 
 
 void ParameterServerImpl::ApplyTimed(KeyState& k, const float* grad) {
   const absl::Time start = absl::Now();
-  std::vector<float*> slots;
+  absl::InlinedVector<float*, 2> slots;
   for (auto& s : k.slots) slots.push_back(s.data());
   optimizer_->Apply(k.version, k.info.length, grad, k.weights.data(), slots.data());
   k.version.fetch_add(1);
@@ -536,8 +543,7 @@ absl::StatusOr<std::string> ParameterServerImpl::WriteCheckpoint(bool require_eq
 void ParameterServerImpl::MaybeCheckpoint() {
   if (options_.checkpoint_dir.empty() || !initialized_ || shut_down_) return;
   bool due = false;
-  int64_t min_version = std::numeric_limits<int64_t>::max();
-  for (const auto& k : keys_) min_version = std::min(min_version, k->version.load());
+  const int64_t min_version = VersionRange().first;
   if (options_.checkpoint_every_steps > 0 &&
       min_version >= std::max<int64_t>(checkpoint_step_, 0) + options_.checkpoint_every_steps) {
     due = true;
@@ -611,12 +617,7 @@ ServerStats ParameterServerImpl::Stats() {
   if (s.initialized) {
     s.num_keys = static_cast<int>(keys_.size());
     s.owned_bytes = key_map_->BytesOfServer(options_.server_id);
-    s.min_version = std::numeric_limits<int64_t>::max();
-    for (const auto& k : keys_) {
-      s.min_version = std::min(s.min_version, k->version.load());
-      s.max_version = std::max(s.max_version, k->version.load());
-    }
-    if (keys_.empty()) s.min_version = 0;
+    std::tie(s.min_version, s.max_version) = VersionRange();
   }
   s.live_workers = membership_.LiveCount();
   s.dead_workers_total = membership_.DeadTotal();
