@@ -72,6 +72,14 @@ class Fanout {
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 
+// The chunk `c` of a tensor whose values start at `tensor_values`.
+void FillChunk(wire::Chunk* chunk, const ChunkInfo& c, const float* tensor_values) {
+  chunk->mutable_key()->set_tensor(c.key.tensor);
+  chunk->mutable_key()->set_chunk(c.key.chunk);
+  chunk->set_dtype(wire::DTYPE_FLOAT32);
+  chunk->set_data(reinterpret_cast<const char*>(tensor_values + c.offset), c.length * 4);
+}
+
 void SetSession(wire::InitRequest& r, uint64_t s) { r.set_session_id(s); }
 void SetSession(wire::PushRequest& r, uint64_t s) { r.set_session_id(s); }
 void SetSession(wire::PullRequest& r, uint64_t s) { r.set_session_id(s); }
@@ -127,6 +135,38 @@ class GrpcPsClient final : public PsClient {
   template <typename Req, typename Resp>
   void Call(int s, std::shared_ptr<Req> req, absl::Duration timeout, Issue<Req, Resp> issue,
             std::function<void(absl::Status, Resp&)> done, int attempt = 1);
+
+  // Calls fn(chunk, tensor values) for every chunk of `tensors` (TensorIn or
+  // TensorOut); INVALID_ARGUMENT naming `what` for a tensor not in the layout.
+  template <typename Tensor, typename Fn>
+  absl::Status ForEachChunk(const std::vector<Tensor>& tensors, const char* what, Fn fn) const {
+    for (const Tensor& t : tensors) {
+      if (t.tensor >= key_map_.layout().tensors.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " of unknown tensor ", t.tensor));
+      }
+      for (const ChunkInfo& c : key_map_.ChunksOfTensor(t.tensor)) fn(c, t.values);
+    }
+    return absl::OkStatus();
+  }
+
+  // Sends every non-null reqs[s] to server s in parallel. `check` (may be
+  // empty) turns a server's answer into a status; `done` runs once, after all
+  // answered, with the first error. INVALID_ARGUMENT naming `what` when there
+  // is no request at all.
+  template <typename Req, typename Resp>
+  void FanOut(const char* what, const std::vector<std::shared_ptr<Req>>& reqs, absl::Duration timeout,
+              Issue<Req, Resp> issue, std::function<absl::Status(int, absl::Status, Resp&)> check, Done done) {
+    const int calls = static_cast<int>(std::count_if(reqs.begin(), reqs.end(), [](auto& r) { return r != nullptr; }));
+    if (calls == 0) return done(absl::InvalidArgumentError(absl::StrCat(what, " of no tensors")));
+    auto* fanout = new Fanout(calls, std::move(done));
+    for (size_t s = 0; s < reqs.size(); ++s) {
+      if (!reqs[s]) continue;
+      Call<Req, Resp>(static_cast<int>(s), reqs[s], timeout, issue,
+                      [s, fanout, check](absl::Status status, Resp& resp) {
+                        fanout->Finish(check ? check(static_cast<int>(s), std::move(status), resp) : status);
+                      });
+    }
+  }
 
   absl::Status RegisterWith(int s, int64_t& current_step);
   void HeartbeatLoop();
@@ -231,59 +271,38 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) 
     if (static_cast<int64_t>(weights[c.key.tensor].size()) != layout.tensors[c.key.tensor].NumElements()) {
       return absl::InvalidArgumentError(absl::StrCat("Init tensor ", c.key.tensor, " has the wrong size"));
     }
-    wire::Chunk* chunk = reqs[c.server]->add_chunks();
-    chunk->mutable_key()->set_tensor(c.key.tensor);
-    chunk->mutable_key()->set_chunk(c.key.chunk);
-    chunk->set_dtype(wire::DTYPE_FLOAT32);
-    chunk->set_data(reinterpret_cast<const char*>(weights[c.key.tensor].data() + c.offset), c.length * 4);
+    FillChunk(reqs[c.server]->add_chunks(), c, weights[c.key.tensor].data());
   }
   absl::Notification finished;
   absl::Status result;
-  auto* fanout = new Fanout(static_cast<int>(servers_.size()), [&](absl::Status s) {
-    result = s;
-    finished.Notify();
-  });
-  for (size_t s = 0; s < servers_.size(); ++s) {
-    Call<wire::InitRequest, wire::InitResponse>(
-        static_cast<int>(s), reqs[s], options_.push_timeout,
-        [](Stub* stub, grpc::ClientContext* ctx, const wire::InitRequest* rq, wire::InitResponse* rs,
-           std::function<void(grpc::Status)> cb) { stub->async()->Init(ctx, rq, rs, std::move(cb)); },
-        [fanout](absl::Status status, wire::InitResponse&) { fanout->Finish(status); });
-  }
+  FanOut<wire::InitRequest, wire::InitResponse>(
+      "init", reqs, options_.push_timeout,
+      [](Stub* stub, grpc::ClientContext* ctx, const wire::InitRequest* rq, wire::InitResponse* rs,
+         std::function<void(grpc::Status)> cb) { stub->async()->Init(ctx, rq, rs, std::move(cb)); },
+      nullptr, [&](absl::Status s) {
+        result = s;
+        finished.Notify();
+      });
   finished.WaitForNotification();
   return result;
 }
 
 void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) {
   std::vector<std::shared_ptr<wire::PushRequest>> reqs(servers_.size());
-  for (const TensorIn& t : tensors) {
-    if (t.tensor >= key_map_.layout().tensors.size()) {
-      return done(absl::InvalidArgumentError(absl::StrCat("push of unknown tensor ", t.tensor)));
+  absl::Status grouped = ForEachChunk(tensors, "push", [&](const ChunkInfo& c, const float* values) {
+    auto& req = reqs[c.server];
+    if (!req) {
+      req = std::make_shared<wire::PushRequest>();
+      req->set_step(step);
     }
-    for (const ChunkInfo& c : key_map_.ChunksOfTensor(t.tensor)) {
-      auto& req = reqs[c.server];
-      if (!req) {
-        req = std::make_shared<wire::PushRequest>();
-        req->set_step(step);
-      }
-      wire::Chunk* chunk = req->add_chunks();
-      chunk->mutable_key()->set_tensor(c.key.tensor);
-      chunk->mutable_key()->set_chunk(c.key.chunk);
-      chunk->set_dtype(wire::DTYPE_FLOAT32);
-      chunk->set_data(reinterpret_cast<const char*>(t.values + c.offset), c.length * 4);
-    }
-  }
-  const int calls = static_cast<int>(std::count_if(reqs.begin(), reqs.end(), [](auto& r) { return r != nullptr; }));
-  if (calls == 0) return done(absl::InvalidArgumentError("push of no tensors"));
-  auto* fanout = new Fanout(calls, std::move(done));
-  for (size_t s = 0; s < servers_.size(); ++s) {
-    if (!reqs[s]) continue;
-    Call<wire::PushRequest, wire::PushResponse>(
-        static_cast<int>(s), reqs[s], options_.push_timeout,
-        [](Stub* stub, grpc::ClientContext* ctx, const wire::PushRequest* rq, wire::PushResponse* rs,
-           std::function<void(grpc::Status)> cb) { stub->async()->Push(ctx, rq, rs, std::move(cb)); },
-        [fanout](absl::Status status, wire::PushResponse&) { fanout->Finish(status); });
-  }
+    FillChunk(req->add_chunks(), c, values);
+  });
+  if (!grouped.ok()) return done(grouped);
+  FanOut<wire::PushRequest, wire::PushResponse>(
+      "push", reqs, options_.push_timeout,
+      [](Stub* stub, grpc::ClientContext* ctx, const wire::PushRequest* rq, wire::PushResponse* rs,
+         std::function<void(grpc::Status)> cb) { stub->async()->Push(ctx, rq, rs, std::move(cb)); },
+      nullptr, std::move(done));
 }
 
 void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) {
@@ -293,50 +312,40 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
   };
   std::vector<std::shared_ptr<wire::PullRequest>> reqs(servers_.size());
   auto targets = std::make_shared<std::vector<std::vector<Target>>>(servers_.size());
-  for (const TensorOut& t : tensors) {
-    if (t.tensor >= key_map_.layout().tensors.size()) {
-      return done(absl::InvalidArgumentError(absl::StrCat("pull of unknown tensor ", t.tensor)));
+  absl::Status grouped = ForEachChunk(tensors, "pull", [&](const ChunkInfo& c, float* values) {
+    auto& req = reqs[c.server];
+    if (!req) {
+      req = std::make_shared<wire::PullRequest>();
+      req->set_step(step);
     }
-    for (const ChunkInfo& c : key_map_.ChunksOfTensor(t.tensor)) {
-      auto& req = reqs[c.server];
-      if (!req) {
-        req = std::make_shared<wire::PullRequest>();
-        req->set_step(step);
-      }
-      wire::Key* key = req->add_keys();
-      key->set_tensor(c.key.tensor);
-      key->set_chunk(c.key.chunk);
-      (*targets)[c.server].push_back({c, t.values});
-    }
-  }
-  const int calls = static_cast<int>(std::count_if(reqs.begin(), reqs.end(), [](auto& r) { return r != nullptr; }));
-  if (calls == 0) return done(absl::InvalidArgumentError("pull of no tensors"));
-  auto* fanout = new Fanout(calls, std::move(done));
-  for (size_t s = 0; s < servers_.size(); ++s) {
-    if (!reqs[s]) continue;
-    Call<wire::PullRequest, wire::PullResponse>(
-        static_cast<int>(s), reqs[s], options_.pull_timeout,
-        [](Stub* stub, grpc::ClientContext* ctx, const wire::PullRequest* rq, wire::PullResponse* rs,
-           std::function<void(grpc::Status)> cb) { stub->async()->Pull(ctx, rq, rs, std::move(cb)); },
-        [this, s, fanout, targets](absl::Status status, wire::PullResponse& resp) {
-          const std::vector<Target>& want = (*targets)[s];
-          if (status.ok() && resp.chunks_size() != static_cast<int>(want.size())) {
-            status = Annotate(static_cast<int>(s), absl::DataLossError(absl::StrCat(
-                "pull answered ", resp.chunks_size(), " chunks; asked for ", want.size())), 1);
+    wire::Key* key = req->add_keys();
+    key->set_tensor(c.key.tensor);
+    key->set_chunk(c.key.chunk);
+    (*targets)[c.server].push_back({c, values});
+  });
+  if (!grouped.ok()) return done(grouped);
+  FanOut<wire::PullRequest, wire::PullResponse>(
+      "pull", reqs, options_.pull_timeout,
+      [](Stub* stub, grpc::ClientContext* ctx, const wire::PullRequest* rq, wire::PullResponse* rs,
+         std::function<void(grpc::Status)> cb) { stub->async()->Pull(ctx, rq, rs, std::move(cb)); },
+      [this, targets](int s, absl::Status status, wire::PullResponse& resp) {
+        const std::vector<Target>& want = (*targets)[s];
+        if (status.ok() && resp.chunks_size() != static_cast<int>(want.size())) {
+          return Annotate(s, absl::DataLossError(absl::StrCat("pull answered ", resp.chunks_size(),
+                                                              " chunks; asked for ", want.size())), 1);
+        }
+        for (size_t i = 0; status.ok() && i < want.size(); ++i) {
+          const wire::Chunk& c = resp.chunks(static_cast<int>(i));
+          if (c.key().tensor() != want[i].chunk.key.tensor || c.key().chunk() != want[i].chunk.key.chunk ||
+              static_cast<int64_t>(c.data().size()) != want[i].chunk.length * 4) {
+            return Annotate(s, absl::DataLossError(absl::StrCat("pull answered a wrong chunk for key ",
+                                                                KeyName(want[i].chunk.key))), 1);
           }
-          for (size_t i = 0; status.ok() && i < want.size(); ++i) {
-            const wire::Chunk& c = resp.chunks(static_cast<int>(i));
-            if (c.key().tensor() != want[i].chunk.key.tensor || c.key().chunk() != want[i].chunk.key.chunk ||
-                static_cast<int64_t>(c.data().size()) != want[i].chunk.length * 4) {
-              status = Annotate(static_cast<int>(s), absl::DataLossError(absl::StrCat(
-                  "pull answered a wrong chunk for key ", KeyName(want[i].chunk.key))), 1);
-              break;
-            }
-            std::memcpy(want[i].values + want[i].chunk.offset, c.data().data(), c.data().size());
-          }
-          fanout->Finish(status);
-        });
-  }
+          std::memcpy(want[i].values + want[i].chunk.offset, c.data().data(), c.data().size());
+        }
+        return status;
+      },
+      std::move(done));
 }
 
 void GrpcPsClient::HeartbeatLoop() {
