@@ -11,6 +11,7 @@
 #include "server/safetensors.h"
 #include "server/shard_checkpoint.h"
 #include "tests/server_process.h"
+#include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {

@@ -6,17 +6,13 @@
 #include <fstream>
 #include <set>
 
+#include "tests/temp_dir.h"
 #include "worker/dataset.h"
 
 namespace shardps {
 namespace {
 
-std::string Dir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/idx";
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string Dir() { return testing::TempDir("idx"); }
 
 std::string BigEndian(uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/server_process.h"
+#include "tests/temp_dir.h"
 
 namespace shardps::testing {
 namespace {

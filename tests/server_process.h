@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,15 +20,6 @@ inline std::string RunfilePath(const std::string& relative) {
   const char* workspace = std::getenv("TEST_WORKSPACE");
   if (srcdir == nullptr) return relative;
   return std::string(srcdir) + "/" + (workspace ? workspace : "shardps") + "/" + relative;
-}
-
-// A fresh, empty directory under the test's temporary directory.
-inline std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 // In a forked child: replaces it with `binary args...`, or exits 127.
