@@ -45,9 +45,4 @@ std::vector<PendingPull> PullWaiters::TakeAll() {
   return out;
 }
 
-size_t PullWaiters::size() {
-  absl::MutexLock lock(&mu_);
-  return waiting_.size();
-}
-
 }  // namespace shardps

@@ -36,7 +36,6 @@ class PullWaiters {
   // Removes and returns the pulls whose deadline is at or before `now`.
   std::vector<PendingPull> TakeExpired(absl::Time now);
   std::vector<PendingPull> TakeAll();
-  size_t size();
 
  private:
   absl::Mutex mu_;

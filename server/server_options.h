@@ -24,8 +24,6 @@ struct ServerOptions {
   int64_t checkpoint_every_steps = 0;  // 0: not by steps.
   absl::Duration checkpoint_every = absl::ZeroDuration();  // zero: not by time.
   bool checkpoint_on_shutdown = true;  // with a checkpoint_dir.
-
-  int apply_threads = 2;  // threads applying the optimizer over a push's chunks.
 };
 
 }  // namespace shardps
