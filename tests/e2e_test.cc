@@ -74,7 +74,7 @@ TEST_CASE("2 servers and 2 workers train mlp on Fashion-MNIST in every mode", "[
       const std::vector<std::string> job = JobFile(dir, {
           "--num_servers=2", "--num_workers=2", absl::StrCat("--mode=", mode), "--staleness=2",
           "--model=mlp", "--optimizer=sgd", "--lr=0.05", "--momentum=0.9", "--batch_size=64",
-          "--epochs=2", "--max_steps_per_epoch=150", "--log_every=50", "--partition_bytes=262144"});
+          "--epochs=2", "--max_steps_per_epoch=250", "--log_every=50", "--partition_bytes=262144"});
       Cluster cluster = StartServers(job);
       std::vector<std::unique_ptr<ChildProcess>> workers;
       for (int r = 0; r < 2; ++r) {
@@ -95,7 +95,8 @@ TEST_CASE("2 servers and 2 workers train mlp on Fashion-MNIST in every mode", "[
       REQUIRE(losses[1] < losses[0]);  // loss falls
       const std::vector<double> accuracy = JsonNumbers(summary, "final_test_accuracy");
       REQUIRE(accuracy.size() == 1);
-      // 300 steps of 2 x 64 samples: well past chance (0.1); 0.75 is the bound stated in the README.
+      // 500 steps of 2 x 64 samples: well past chance (0.1); 0.75 is the bound stated in the README.
+      WARN(mode << ": test accuracy " << accuracy[0]);
       REQUIRE(accuracy[0] >= 0.75);
     }
   }
