@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda_context.h"
 #include "tests/server_process.h"
 #include "tests/temp_dir.h"
 
@@ -111,6 +112,31 @@ TEST_CASE("a worker pointed at a dead address retries, then fails naming it", "[
   REQUIRE(worker.Wait() != 0);
   const std::string log = ReadFile(dir + "/worker.log");
   REQUIRE_THAT(log, Catch::Contains("127.0.0.1:1") && Catch::Contains("after 3 attempts"));
+}
+
+TEST_CASE("a worker picks its device: auto logs the choice, cuda needs a GPU, others are refused",
+          "[e2e][process]") {
+  const std::string dir = TempDir("device");
+  auto run = [&](const std::string& device) {
+    ChildProcess worker(RunfilePath("worker/ps_worker"),
+                        {"--servers=127.0.0.1:1", "--rank=0", "--num_workers=1", "--rpc_attempts=1",
+                         "--device=" + device},
+                        dir + "/" + device + ".log");
+    const int code = worker.Wait();
+    return std::pair{code, ReadFile(dir + "/" + device + ".log")};
+  };
+  const bool has_gpu = CudaDeviceCount().ok();
+  auto [auto_code, auto_log] = run("auto");
+  CHECK(auto_code != 0);  // nothing listens on 127.0.0.1:1
+  CHECK_THAT(auto_log, Catch::Contains(has_gpu ? "device auto: using cuda:0" : "device auto: no usable GPU (") &&
+                           Catch::Contains(has_gpu ? " on cuda:0" : " on cpu ("));
+  auto [cuda_code, cuda_log] = run("cuda");
+  CHECK(cuda_code != 0);
+  CHECK_THAT(cuda_log, has_gpu ? Catch::Contains("device cuda: using cuda:0")
+                               : Catch::Contains("--device=cuda: cudaGetDeviceCount: "));
+  auto [bogus_code, bogus_log] = run("tpu");
+  CHECK(bogus_code != 0);
+  CHECK_THAT(bogus_log, Catch::Contains("unknown --device 'tpu'; want auto, cpu or cuda"));
 }
 
 TEST_CASE("a worker with another model is refused at registration; the others train on", "[e2e][process]") {

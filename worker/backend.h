@@ -4,6 +4,12 @@
 // (from Alloc); CopyIn/CopyOut move values to and from host memory.
 //
 // Shapes are row-major; images are NCHW. A backend is used by one thread.
+//
+// Compute calls may run asynchronously (the CUDA backend queues them on one
+// stream); CopyOut, SoftmaxCrossEntropy and Synchronize wait for the work
+// queued before them. A backend that fails (a CUDA error) records the first
+// error in status(), skips every later call, and the caller checks status()
+// at the end of each step: an error is reported, never a crash.
 #ifndef SHARDPS_WORKER_BACKEND_H_
 #define SHARDPS_WORKER_BACKEND_H_
 
@@ -11,17 +17,27 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace shardps {
 
 class Backend {
  public:
   virtual ~Backend() = default;
+  // "cpu" or "cuda:0 (NVIDIA H100 80GB HBM3 (sm_90))".
   virtual std::string name() const = 0;
+  // OK, or the first error; after an error every call is skipped.
+  virtual absl::Status status() const { return absl::OkStatus(); }
 
   // Backend memory. Alloc'd blocks are zeroed.
   virtual float* Alloc(int64_t n) = 0;
   virtual int32_t* AllocInts(int64_t n) = 0;
   virtual void Free(void* p) = 0;
+  // Host memory that copies to and from the backend are fastest from
+  // (pinned on CUDA), zeroed. Null on failure.
+  virtual float* AllocHost(int64_t n) = 0;
+  virtual void FreeHost(float* p) = 0;
+  // `host` must stay unchanged until the next CopyOut or Synchronize.
   virtual void CopyIn(float* dst, const float* host, int64_t n) = 0;
   virtual void CopyInInts(int32_t* dst, const int32_t* host, int64_t n) = 0;
   virtual void CopyOut(float* host, const float* src, int64_t n) = 0;
@@ -47,16 +63,23 @@ class Backend {
   virtual void Relu(int64_t n, const float* x, float* y) = 0;
   virtual void ReluGrad(int64_t n, const float* y, const float* dy, float* dx) = 0;
 
-  // One image (channels x h x w) to columns (channels*k*k x h*w) for a k x k
-  // convolution with stride 1 and `pad` zero padding that keeps h x w.
-  virtual void Im2Col(int channels, int h, int w, int k, int pad, const float* image, float* col) = 0;
-  // The adjoint: adds the columns back into `image` (which the caller zeroes).
-  virtual void Col2Im(int channels, int h, int w, int k, int pad, const float* col, float* image) = 0;
+  // A batch of images (batch x channels x h x w) to columns
+  // (channels*k*k) x (batch*h*w) for a k x k convolution with stride 1 and
+  // `pad` zero padding that keeps h x w: row (c, ky, kx), column (n, y, x)
+  // holds image[n, c, y + ky - pad, x + kx - pad], 0 outside the image.
+  virtual void Im2Col(int batch, int channels, int h, int w, int k, int pad, const float* images,
+                      float* col) = 0;
+  // The adjoint: each image element gets the sum of the column entries taken
+  // from it. Overwrites `images`.
+  virtual void Col2Im(int batch, int channels, int h, int w, int k, int pad, const float* col,
+                      float* images) = 0;
+  // y[j][i][s] = x[i][j][s] for x of shape a x b x inner (NCHW <-> CNHW).
+  virtual void SwapLeadingAxes(int a, int b, int inner, const float* x, float* y) = 0;
 
   // 2x2 max pooling with stride 2 (h, w even); argmax holds, per output, the
   // index of the chosen input inside its image plane.
   virtual void MaxPool2(int batch, int channels, int h, int w, const float* x, float* y, int32_t* argmax) = 0;
-  // dx (zeroed by the callee) gets dy at each argmax.
+  // dx gets dy at each argmax and 0 elsewhere (overwritten).
   virtual void MaxPool2Grad(int batch, int channels, int h, int w, const float* dy, const int32_t* argmax,
                             float* dx) = 0;
 
@@ -65,6 +88,28 @@ class Backend {
   // have their label as the arg max. `loss` and `correct` are host values.
   virtual void SoftmaxCrossEntropy(int rows, int classes, const float* logits, const int32_t* labels,
                                    float* dlogits, float* loss, int* correct) = 0;
+};
+
+// Host memory from a backend's AllocHost, freed with it. Move-only.
+class HostBuffer {
+ public:
+  HostBuffer(Backend& backend, int64_t n) : backend_(&backend), data_(backend.AllocHost(n)), size_(n) {}
+  ~HostBuffer() {
+    if (data_ != nullptr) backend_->FreeHost(data_);
+  }
+  HostBuffer(HostBuffer&& other) noexcept : backend_(other.backend_), data_(other.data_), size_(other.size_) {
+    other.data_ = nullptr;
+  }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  HostBuffer& operator=(HostBuffer&&) = delete;
+  float* data() const { return data_; }
+  int64_t size() const { return size_; }
+
+ private:
+  Backend* backend_;
+  float* data_;
+  int64_t size_;
 };
 
 // The CPU backend on OpenBLAS with `threads` BLAS threads (0: OpenBLAS's choice).

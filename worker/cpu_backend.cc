@@ -25,6 +25,8 @@ class CpuBackend final : public Backend {
     return static_cast<int32_t*>(std::calloc(std::max<int64_t>(n, 1), sizeof(int32_t)));
   }
   void Free(void* p) override { std::free(p); }
+  float* AllocHost(int64_t n) override { return Alloc(n); }
+  void FreeHost(float* p) override { std::free(p); }
   void CopyIn(float* dst, const float* host, int64_t n) override { std::memcpy(dst, host, n * sizeof(float)); }
   void CopyInInts(int32_t* dst, const int32_t* host, int64_t n) override {
     std::memcpy(dst, host, n * sizeof(int32_t));
@@ -79,38 +81,55 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
   }
 
-  void Im2Col(int channels, int h, int w, int k, int pad, const float* image, float* col) override {
+  void Im2Col(int batch, int channels, int h, int w, int k, int pad, const float* images, float* col) override {
+    const int64_t spatial = static_cast<int64_t>(h) * w, width = batch * spatial;
     for (int c = 0; c < channels; ++c) {
       for (int ky = 0; ky < k; ++ky) {
         for (int kx = 0; kx < k; ++kx) {
-          float* out = col + ((static_cast<int64_t>(c) * k + ky) * k + kx) * h * w;
-          for (int y = 0; y < h; ++y) {
-            const int iy = y + ky - pad;
-            for (int x = 0; x < w; ++x) {
-              const int ix = x + kx - pad;
-              out[y * w + x] = (iy >= 0 && iy < h && ix >= 0 && ix < w)
-                                   ? image[(static_cast<int64_t>(c) * h + iy) * w + ix]
-                                   : 0.0f;
+          float* row = col + ((static_cast<int64_t>(c) * k + ky) * k + kx) * width;
+          for (int n = 0; n < batch; ++n) {
+            const float* image = images + (static_cast<int64_t>(n) * channels + c) * spatial;
+            float* out = row + n * spatial;
+            for (int y = 0; y < h; ++y) {
+              const int iy = y + ky - pad;
+              for (int x = 0; x < w; ++x) {
+                const int ix = x + kx - pad;
+                out[y * w + x] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? image[iy * w + ix] : 0.0f;
+              }
             }
           }
         }
       }
     }
   }
-  void Col2Im(int channels, int h, int w, int k, int pad, const float* col, float* image) override {
+  void Col2Im(int batch, int channels, int h, int w, int k, int pad, const float* col, float* images) override {
+    const int64_t spatial = static_cast<int64_t>(h) * w, width = batch * spatial;
+    std::fill(images, images + batch * channels * spatial, 0.0f);
     for (int c = 0; c < channels; ++c) {
       for (int ky = 0; ky < k; ++ky) {
         for (int kx = 0; kx < k; ++kx) {
-          const float* in = col + ((static_cast<int64_t>(c) * k + ky) * k + kx) * h * w;
-          for (int y = 0; y < h; ++y) {
-            const int iy = y + ky - pad;
-            if (iy < 0 || iy >= h) continue;
-            for (int x = 0; x < w; ++x) {
-              const int ix = x + kx - pad;
-              if (ix >= 0 && ix < w) image[(static_cast<int64_t>(c) * h + iy) * w + ix] += in[y * w + x];
+          const float* row = col + ((static_cast<int64_t>(c) * k + ky) * k + kx) * width;
+          for (int n = 0; n < batch; ++n) {
+            float* image = images + (static_cast<int64_t>(n) * channels + c) * spatial;
+            const float* in = row + n * spatial;
+            for (int y = 0; y < h; ++y) {
+              const int iy = y + ky - pad;
+              if (iy < 0 || iy >= h) continue;
+              for (int x = 0; x < w; ++x) {
+                const int ix = x + kx - pad;
+                if (ix >= 0 && ix < w) image[iy * w + ix] += in[y * w + x];
+              }
             }
           }
         }
+      }
+    }
+  }
+  void SwapLeadingAxes(int a, int b, int inner, const float* x, float* y) override {
+    for (int i = 0; i < a; ++i) {
+      for (int j = 0; j < b; ++j) {
+        std::memcpy(y + (static_cast<int64_t>(j) * a + i) * inner, x + (static_cast<int64_t>(i) * b + j) * inner,
+                    inner * sizeof(float));
       }
     }
   }

@@ -62,7 +62,8 @@ class Relu final : public Layer {
   const Shape shape_;
 };
 
-// Same-padding k x k convolution, stride 1, through im2col and GEMM per sample.
+// Same-padding k x k convolution, stride 1: im2col over the whole batch and
+// one GEMM, computed channel-major (CNHW) and swapped back to NCHW.
 class Conv2D final : public Layer {
  public:
   Conv2D(Shape in, int out, int k) : in_(in), out_(out), k_(k) {}
@@ -72,38 +73,38 @@ class Conv2D final : public Layer {
     const int64_t fan_in = static_cast<int64_t>(in_.c) * k_ * k_;
     return {{"w", {out_, in_.c, k_, k_}, fan_in}, {"b", {out_}, fan_in}};
   }
-  void Prepare(Backend& be, int) override { col_.Reset(be, be.Alloc(ColSize())); }
+  void Prepare(Backend& be, int max_batch) override {
+    const int64_t spatial = static_cast<int64_t>(in_.h) * in_.w;
+    col_.Reset(be, be.Alloc(Patch() * max_batch * spatial));
+    channel_major_.Reset(be, be.Alloc(static_cast<int64_t>(out_) * max_batch * spatial));
+  }
   void Forward(Backend& be, int batch, const float* x, float* y, const std::vector<float*>& p) override {
-    const int spatial = in_.h * in_.w, patch = in_.c * k_ * k_;
-    for (int n = 0; n < batch; ++n) {
-      be.Im2Col(in_.c, in_.h, in_.w, k_, k_ / 2, x + n * in_.Size(), col_.floats());
-      be.Gemm(false, false, out_, spatial, patch, 1.0f, p[0], col_.floats(), 0.0f,
-              y + static_cast<int64_t>(n) * out_ * spatial);
-    }
+    const int spatial = in_.h * in_.w;
+    be.Im2Col(batch, in_.c, in_.h, in_.w, k_, k_ / 2, x, col_.floats());
+    // y (out x batch*spatial) = W (out x patch) col (patch x batch*spatial)
+    be.Gemm(false, false, out_, batch * spatial, Patch(), 1.0f, p[0], col_.floats(), 0.0f, channel_major_.floats());
+    be.SwapLeadingAxes(out_, batch, spatial, channel_major_.floats(), y);
     be.AddChannelBias(batch, out_, spatial, p[1], y);
   }
   void Backward(Backend& be, int batch, const float* x, const float*, const float* dy, float* dx,
                 const std::vector<float*>& p, const std::vector<float*>& g) override {
-    const int spatial = in_.h * in_.w, patch = in_.c * k_ * k_;
-    if (dx != nullptr) be.Fill(dx, batch * in_.Size(), 0.0f);
-    for (int n = 0; n < batch; ++n) {
-      const float* dyn = dy + static_cast<int64_t>(n) * out_ * spatial;
-      be.Im2Col(in_.c, in_.h, in_.w, k_, k_ / 2, x + n * in_.Size(), col_.floats());
-      // dW (+)= dy_n col^T
-      be.Gemm(false, true, out_, patch, spatial, 1.0f, dyn, col_.floats(), n == 0 ? 0.0f : 1.0f, g[0]);
-      if (dx != nullptr) {
-        be.Gemm(true, false, patch, spatial, out_, 1.0f, p[0], dyn, 0.0f, col_.floats());  // dcol = W^T dy_n
-        be.Col2Im(in_.c, in_.h, in_.w, k_, k_ / 2, col_.floats(), dx + n * in_.Size());
-      }
-    }
+    const int spatial = in_.h * in_.w;
+    float* dy_cm = channel_major_.floats();
+    be.SwapLeadingAxes(batch, out_, spatial, dy, dy_cm);
+    be.Im2Col(batch, in_.c, in_.h, in_.w, k_, k_ / 2, x, col_.floats());
+    be.Gemm(false, true, out_, Patch(), batch * spatial, 1.0f, dy_cm, col_.floats(), 0.0f, g[0]);  // dW = dy col^T
     be.ChannelBiasGrad(batch, out_, spatial, dy, g[1]);
+    if (dx != nullptr) {
+      be.Gemm(true, false, Patch(), batch * spatial, out_, 1.0f, p[0], dy_cm, 0.0f, col_.floats());  // dcol = W^T dy
+      be.Col2Im(batch, in_.c, in_.h, in_.w, k_, k_ / 2, col_.floats(), dx);
+    }
   }
 
  private:
-  int64_t ColSize() const { return static_cast<int64_t>(in_.c) * k_ * k_ * in_.h * in_.w; }
+  int Patch() const { return in_.c * k_ * k_; }
   const Shape in_;
   const int out_, k_;
-  Scratch col_;
+  Scratch col_, channel_major_;
 };
 
 class MaxPool2D final : public Layer {

@@ -11,6 +11,8 @@
 #include "common/command_line.h"
 #include "common/logging.h"
 #include "spdlog/spdlog.h"
+#include "kernels/cuda_context.h"
+#include "worker/cuda_backend.h"
 #include "worker/dataset.h"
 #include "worker/model.h"
 #include "worker/ps_client.h"
@@ -28,7 +30,9 @@ ABSL_FLAG(int64_t, synthetic, 0, "Train on this many synthetic samples instead o
 ABSL_FLAG(int, batch_size, 64, "Samples per step on this worker.");
 ABSL_FLAG(int, epochs, 1, "Passes over the training set.");
 ABSL_FLAG(int64_t, max_steps_per_epoch, 0, "Stop each epoch after this many steps (0: the whole share).");
-ABSL_FLAG(std::string, device, "auto", "auto, cpu or cuda.");
+ABSL_FLAG(std::string, device, "auto", "auto (CUDA when a GPU is present, else the CPU), cpu or cuda.");
+ABSL_FLAG(int, gpu, -1, "GPU index for --device=cuda or auto (-1: rank modulo the number of GPUs).");
+ABSL_FLAG(bool, tf32, false, "Let cuBLAS use TF32 tensor cores for FP32 GEMMs.");
 ABSL_FLAG(int, blas_threads, 1, "OpenBLAS threads of the CPU backend (0: OpenBLAS's choice).");
 ABSL_FLAG(uint64_t, seed, 1, "Job seed: initial weights and per-epoch shuffles.");
 ABSL_FLAG(int, eval_rank, 0, "Rank that evaluates test accuracy after each epoch (-1: none).");
@@ -42,21 +46,29 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, crit
 namespace shardps {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(const std::string& device) {
-  if (device == "cpu" || device == "auto") {
-    if (device == "auto") spdlog::info("device auto: no CUDA backend in this build; using the CPU (OpenBLAS)");
+absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend(const std::string& device, int rank) {
+  if (device != "auto" && device != "cpu" && device != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown --device '", device, "'; want auto, cpu or cuda"));
+  }
+  if (device == "cpu") return MakeCpuBackend(absl::GetFlag(FLAGS_blas_threads));
+  absl::StatusOr<int> gpus = CudaDeviceCount();
+  if (!gpus.ok()) {
+    if (device == "cuda") return absl::Status(gpus.status().code(), absl::StrCat("--device=cuda: ", gpus.status().message()));
+    spdlog::info("device auto: no usable GPU ({}); using the CPU (OpenBLAS)", std::string(gpus.status().message()));
     return MakeCpuBackend(absl::GetFlag(FLAGS_blas_threads));
   }
-  if (device == "cuda") return absl::UnimplementedError("--device=cuda: the CUDA backend is not built yet");
-  return absl::InvalidArgumentError(absl::StrCat("unknown --device '", device, "'; want auto, cpu or cuda"));
+  const int gpu = absl::GetFlag(FLAGS_gpu) >= 0 ? absl::GetFlag(FLAGS_gpu) : rank % *gpus;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeCudaBackend(gpu, absl::GetFlag(FLAGS_tf32));
+  if (backend.ok()) spdlog::info("device {}: using {}", device, (*backend)->name());
+  return backend;
 }
 
-std::string ConfigJson(const ClientOptions& c, const TrainerOptions& t) {
+std::string ConfigJson(const ClientOptions& c, const TrainerOptions& t, const std::string& device) {
   return absl::StrCat("{\"model\": \"", absl::GetFlag(FLAGS_model), "\", \"mode\": \"", ModeName(c.job.mode),
                       "\", \"staleness\": ", c.job.staleness, ", \"num_servers\": ", c.job.num_servers,
                       ", \"num_workers\": ", c.job.num_workers, ", \"rank\": ", c.rank,
                       ", \"batch_size\": ", t.batch_size, ", \"epochs\": ", t.epochs, ", \"seed\": ", t.seed,
-                      ", \"device\": \"cpu\", \"data\": \"",
+                      ", \"device\": \"", device, "\", \"data\": \"",
                       absl::GetFlag(FLAGS_synthetic) > 0 ? "synthetic" : absl::GetFlag(FLAGS_data_dir), "\"}");
 }
 
@@ -106,7 +118,7 @@ int Run() {
   }
   if (!test.ok()) return fail(test.status());
 
-  absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(absl::GetFlag(FLAGS_device));
+  absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(absl::GetFlag(FLAGS_device), rank);
   if (!backend.ok()) return fail(backend.status());
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       absl::GetFlag(FLAGS_model), backend->get(), trainer_options.batch_size, {1, train->rows, train->cols});
@@ -127,7 +139,7 @@ int Run() {
   const std::string path = absl::GetFlag(FLAGS_summary_json);
   if (!path.empty()) {
     std::ofstream out(path);
-    out << SummaryJson(*summary, ConfigJson(client_options, trainer_options));
+    out << SummaryJson(*summary, ConfigJson(client_options, trainer_options, (*backend)->name()));
     if (!out) return fail(absl::InternalError(absl::StrCat("cannot write ", path)));
   }
   return 0;

@@ -31,8 +31,8 @@ Trainer::Trainer(const TrainerOptions& options, Model* model, PsClient* client, 
                  const Dataset* test)
     : options_(options), model_(model), client_(client), train_(train), test_(test) {
   for (const TensorSpec& t : model_->layout().tensors) {
-    host_weights_.emplace_back(t.NumElements());
-    host_grads_.emplace_back(t.NumElements());
+    host_weights_.emplace_back(model_->backend(), t.NumElements());
+    host_grads_.emplace_back(model_->backend(), t.NumElements());
   }
   batch_images_.resize(static_cast<size_t>(options_.batch_size) * train_->ImageSize());
   batch_labels_.resize(options_.batch_size);
@@ -85,6 +85,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, fl
     if (p) wait(*p, split_.pull_wait);
   }
   if (!failure.ok()) return failure;
+  if (!be.status().ok()) return be.status();
 
   absl::Time start = absl::Now();
   model_->ComputeLoss(loss, correct);
@@ -102,7 +103,8 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, fl
   }
   split_.compute += Seconds(start);
   for (auto& p : pushes) wait(*p, split_.push_wait);
-  return failure;
+  if (!failure.ok()) return failure;
+  return be.status();
 }
 
 absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
@@ -123,10 +125,17 @@ absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
     model_->ComputeLoss(&loss, &correct);
     right += correct;
   }
+  if (!be.status().ok()) return be.status();
   return static_cast<double>(right) / test_->count;
 }
 
 absl::StatusOr<TrainSummary> Trainer::Run() {
+  for (size_t t = 0; t < host_weights_.size(); ++t) {
+    if (host_weights_[t].data() == nullptr || host_grads_[t].data() == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate host buffers for tensor ", t, " on ",
+                                                       model_->backend().name()));
+    }
+  }
   absl::StatusOr<int64_t> start_step = client_->Register();
   if (!start_step.ok()) return start_step.status();
   if (absl::Status s = client_->Init(model_->InitialWeights(options_.seed)); !s.ok()) return s;

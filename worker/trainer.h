@@ -71,7 +71,9 @@ class Trainer {
   PsClient* const client_;
   const Dataset* const train_;
   const Dataset* const test_;
-  std::vector<std::vector<float>> host_weights_, host_grads_;
+  // Host staging of weights and gradients, in the backend's host memory
+  // (pinned on CUDA): pulls land here and pushes send from here.
+  std::vector<HostBuffer> host_weights_, host_grads_;
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
   TimeSplit split_;
