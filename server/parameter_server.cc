@@ -45,10 +45,23 @@ absl::Status ValidateOptions(const ServerOptions& o) {
   return ValidateOptimizerOptions(o.optimizer);
 }
 
-// Index of the first non-finite value, or -1.
+// Index of the first non-finite value, or -1. Blocks are checked without
+// branches (the exponent bits are all ones only for NaN and Inf), so the
+// common all-finite case runs at memory speed.
 int64_t FirstNonFinite(const float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i])) return i;
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    uint32_t any = 0;
+    for (int64_t i = start; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &v[i], 4);
+      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (any == 0) continue;
+    for (int64_t i = start; i < end; ++i) {
+      if (!std::isfinite(v[i])) return i;
+    }
   }
   return -1;
 }
@@ -69,11 +82,17 @@ absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_
     return absl::InvalidArgumentError(absl::StrCat(what, " for key ", KeyName(chunk.key), " has dtype ",
                                                    wire::DType_Name(chunk.dtype), "; want DTYPE_FLOAT32"));
   }
-  if (static_cast<int64_t>(chunk.data.size()) != length * 4) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " for key ", KeyName(chunk.key), " has ",
-                                                   chunk.data.size(), " bytes; want ", length * 4));
+  const int64_t bytes = PayloadBytes(chunk.pieces);
+  if (bytes != length * 4) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " for key ", KeyName(chunk.key), " has ", bytes,
+                                                   " bytes; want ", length * 4));
   }
-  const int64_t bad = FirstNonFinite(reinterpret_cast<const float*>(chunk.data.data()), length);
+  int64_t bad = -1;
+  ForEachFloatBlock(chunk.pieces, [&](int64_t first, const float* values, int64_t n) {
+    if (bad >= 0) return;
+    const int64_t at = FirstNonFinite(values, n);
+    if (at >= 0) bad = first + at;
+  });
   if (bad >= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " for key ", KeyName(chunk.key), " has a NaN or Inf at index ", bad));
@@ -122,13 +141,15 @@ class ParameterServerImpl final : public ParameterServer {
   // {smallest, largest} key version; {0, 0} before Init.
   std::pair<int64_t, int64_t> VersionRange();
 
-  wire::PushOutcome PushSync(KeyState& k, int rank, int64_t step, const float* grad,
+  wire::PushOutcome PushSync(KeyState& k, int rank, int64_t step, const PayloadPieces& grad,
                              absl::Status& error);
-  wire::PushOutcome PushAsync(KeyState& k, int rank, int64_t step, const float* grad,
+  wire::PushOutcome PushAsync(KeyState& k, int rank, int64_t step, const PayloadPieces& grad,
                               absl::Status& error);
   // Applies the averaged sync gradient when every required worker pushed.
   bool CompleteSyncStepIfReady(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // Runs the optimizer over the key with `grad` and counts a version.
   void ApplyTimed(KeyState& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  void ApplyTimed(KeyState& k, const PayloadPieces& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   void NoteClock(int rank, int64_t step);
 
   bool PullReady(const PendingPull& pull);
@@ -268,7 +289,7 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
   InstallKeys(*std::move(map));
   for (auto& k : keys_) {
     absl::MutexLock key_lock(&k->mu);
-    std::memcpy(k->weights.data(), given[k->info.key]->data.data(), k->info.length * 4);
+    CopyPayload(given[k->info.key]->pieces, reinterpret_cast<char*>(k->weights.data()));
   }
   spdlog::info("initialised by worker {}: {} keys, {} bytes of layout {{{}}}", *rank, keys_.size(),
                key_map_->BytesOfServer(options_.server_id), LayoutDebugString(layout));
@@ -325,7 +346,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
   bool applied_any = false;
   for (size_t i = 0; i < chunks.size(); ++i) {
     KeyState& k = *states[i];
-    const float* grad = reinterpret_cast<const float*>(chunks[i].data.data());
+    const PayloadPieces& grad = chunks[i].pieces;
     absl::Status error;
     const wire::PushOutcome outcome = options_.job.mode == Mode::kSync
                                           ? PushSync(k, *rank, step, grad, error)
@@ -334,7 +355,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     outcomes.push_back(outcome);
     if (outcome != wire::PUSH_DUPLICATE) {
       NoteClock(*rank, step);
-      bytes_pushed_.fetch_add(static_cast<int64_t>(chunks[i].data.size()));
+      bytes_pushed_.fetch_add(PayloadBytes(grad));
     }
     applied_any |= outcome != wire::PUSH_DUPLICATE;
   }
@@ -344,7 +365,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
 }
 
 wire::PushOutcome ParameterServerImpl::PushSync(KeyState& k, int rank, int64_t step,
-                                                const float* grad, absl::Status& error) {
+                                                const PayloadPieces& grad, absl::Status& error) {
   absl::MutexLock lock(&k.mu);
   if (k.last_pushed_step[rank] == step) return wire::PUSH_DUPLICATE;
   if (k.version != step) {
@@ -356,8 +377,11 @@ wire::PushOutcome ParameterServerImpl::PushSync(KeyState& k, int rank, int64_t s
     k.grad_sum.assign(k.info.length, 0.0f);
     k.contributed.assign(options_.job.num_workers, false);
   }
-  float* __restrict sum = k.grad_sum.data();
-  for (int64_t i = 0; i < k.info.length; ++i) sum[i] += grad[i];
+  float* sum = k.grad_sum.data();
+  ForEachFloatBlock(grad, [sum](int64_t first, const float* __restrict values, int64_t n) {
+    float* __restrict out = sum + first;
+    for (int64_t i = 0; i < n; ++i) out[i] += values[i];
+  });
   k.contributed[rank] = true;
   ++k.contributors;
   k.last_pushed_step[rank] = step;
@@ -382,7 +406,7 @@ bool ParameterServerImpl::CompleteSyncStepIfReady(KeyState& k) {
 }
 
 wire::PushOutcome ParameterServerImpl::PushAsync(KeyState& k, int rank, int64_t step,
-                                                 const float* grad, absl::Status& error) {
+                                                 const PayloadPieces& grad, absl::Status& error) {
   absl::MutexLock lock(&k.mu);
   if (k.last_pushed_step[rank] == step) return wire::PUSH_DUPLICATE;
   if (step < k.last_pushed_step[rank]) {
@@ -397,10 +421,16 @@ wire::PushOutcome ParameterServerImpl::PushAsync(KeyState& k, int rank, int64_t 
 }
 
 void ParameterServerImpl::ApplyTimed(KeyState& k, const float* grad) {
+  ApplyTimed(k, PayloadPieces{absl::string_view(reinterpret_cast<const char*>(grad), k.info.length * 4)});
+}
+
+void ParameterServerImpl::ApplyTimed(KeyState& k, const PayloadPieces& grad) {
   const absl::Time start = absl::Now();
-  absl::InlinedVector<float*, 2> slots;
-  for (auto& s : k.slots) slots.push_back(s.data());
-  optimizer_->Apply(k.version, k.info.length, grad, k.weights.data(), slots.data());
+  absl::InlinedVector<float*, 2> slots(k.slots.size());
+  ForEachFloatBlock(grad, [&](int64_t first, const float* values, int64_t n) {
+    for (size_t s = 0; s < slots.size(); ++s) slots[s] = k.slots[s].data() + first;
+    optimizer_->Apply(k.version, n, values, k.weights.data() + first, slots.data());
+  });
   k.version.fetch_add(1);
   apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));
 }

@@ -24,15 +24,17 @@
 #include "common/key_partition.h"
 #include "common/layout.h"
 #include "proto/shardps.pb.h"
+#include "server/payload_blocks.h"
 #include "server/server_options.h"
 
 namespace shardps {
 
-// A chunk as it arrives: the payload is borrowed from the request.
+// A chunk as it arrives: the payload is borrowed from the request, in one or
+// more pieces that together hold its bytes in order (server/payload_blocks.h).
 struct ChunkPayload {
   ChunkKey key;
   wire::DType dtype = wire::DTYPE_FLOAT32;
-  absl::string_view data;
+  PayloadPieces pieces;
 };
 
 struct PulledChunk {

@@ -4,6 +4,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/bulk_channel_args.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -13,11 +14,14 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   std::unique_ptr<PsServerHost> host(new PsServerHost());
   host->core_ = std::move(core);
   host->service_ = std::make_unique<PsService>(host->core_.get());
+  host->raw_service_ = std::make_unique<RawTensorService>(host->core_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.address, ":", options.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &host->port_);
   builder.RegisterService(host->service_.get());
+  builder.RegisterCallbackGenericService(host->raw_service_.get());
+  for (const auto& [name, value] : BulkChannelArgs()) builder.AddChannelArgument(name, value);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   host->server_ = builder.BuildAndStart();

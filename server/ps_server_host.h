@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "server/parameter_server.h"
 #include "server/ps_service.h"
+#include "server/raw_tensor_service.h"
 #include "server/server_metrics.h"
 
 namespace shardps {
@@ -52,6 +53,7 @@ class PsServerHost {
 
   std::unique_ptr<ParameterServer> core_;
   std::unique_ptr<PsService> service_;
+  std::unique_ptr<RawTensorService> raw_service_;  // Push and Pull without payload copies
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::thread housekeeper_;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/malloc_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -135,6 +136,7 @@ int Run() {
 }  // namespace shardps
 
 int main(int argc, char** argv) {
+  shardps::KeepFreedMemoryForReuse();
   shardps::ParseJobCommandLine(argc, argv,
                                "ps_server: one shard of a ShardPS parameter server.\n"
                                "  ps_server --flagfile=job.flags --server_id=0 --port=7000");

@@ -4,6 +4,9 @@
 
 #include <cmath>
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include "common/tensor_frame.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -190,6 +193,59 @@ TEST_CASE_METHOD(BadInputFixture, "malformed layout or empty requests: INVALID_A
   wire::PushRequest negative = GoodPush();
   negative.set_step(-1);
   Expect(Push(negative), grpc::StatusCode::INVALID_ARGUMENT, "step is -1");
+  REQUIRE(StillServing());
+}
+
+// The raw framing (common/tensor_frame.h) through gRPC's generic stub.
+grpc::Status RawCall(const TestCluster& cluster, const std::string& method, const grpc::ByteBuffer& request,
+                     grpc::ByteBuffer* response) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel(cluster.Addresses()[0], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(response, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  REQUIRE(cq.Next(&tag, &ok));
+  return status;
+}
+
+grpc::ByteBuffer Bytes(const std::string& b) {
+  grpc::Slice s(b);
+  return grpc::ByteBuffer(&s, 1);
+}
+
+TEST_CASE_METHOD(BadInputFixture, "raw framing: good and malformed pushes, unknown methods", "[bad_input]") {
+  auto raw_push = [&](const wire::PushRequest& header, const std::string& payload) {
+    grpc::ByteBuffer response;
+    return RawCall(cluster_, kRawPushMethod, EncodeFrame(header, {absl::string_view(payload)}), &response);
+  };
+  wire::PushRequest header = GoodPush();
+  header.mutable_chunks(0)->clear_data();
+  header.mutable_chunks(0)->set_raw_bytes(16);
+  const float nan_at_1[4] = {0, std::nanf(""), 0, 0};
+  const int64_t refused = Refused();
+
+  Expect(raw_push(header, std::string(12, '\0')), grpc::StatusCode::INVALID_ARGUMENT,
+         "chunks declare 16 payload bytes; the frame carries 12");
+  Expect(raw_push(header, std::string(reinterpret_cast<const char*>(nan_at_1), 16)),
+         grpc::StatusCode::INVALID_ARGUMENT, "index 1");
+  wire::PushRequest with_data = GoodPush();  // data inside the header is not allowed
+  with_data.mutable_chunks(0)->set_raw_bytes(16);
+  Expect(raw_push(with_data, std::string(16, '\0')), grpc::StatusCode::INVALID_ARGUMENT, "no data");
+  grpc::ByteBuffer response;
+  Expect(RawCall(cluster_, kRawPushMethod, Bytes("xy"), &response), grpc::StatusCode::INVALID_ARGUMENT,
+         "no header length");
+  Expect(RawCall(cluster_, kRawPullMethod, Bytes("\xff\xff\xff"), &response), grpc::StatusCode::INVALID_ARGUMENT,
+         "does not parse");
+  Expect(RawCall(cluster_, "/shardps.wire.RawTensors/Nope", Bytes(""), &response),
+         grpc::StatusCode::UNIMPLEMENTED, "unknown method /shardps.wire.RawTensors/Nope");
+  REQUIRE(Refused() == refused + 5);  // the unknown method is not a refused request
+
+  REQUIRE(raw_push(header, std::string(16, '\0')).ok());  // a good raw push is accepted
   REQUIRE(StillServing());
 }
 

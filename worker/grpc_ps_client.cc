@@ -2,6 +2,7 @@
 // in parallel with the callback API, retries with backoff on UNAVAILABLE,
 // re-registration when a server answers ABORTED (session expired), and a
 // heartbeat thread for idle sessions.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -10,8 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/bulk_channel_args.h"
 #include "common/grpc_status.h"
 #include "common/key_partition.h"
+#include "common/tensor_frame.h"
 #include "proto/shardps.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "worker/delayed_executor.h"
@@ -43,7 +46,20 @@ absl::Status PsClient::Pull(int64_t step, std::vector<TensorOut> tensors) {
 
 namespace {
 
-using Stub = wire::ParameterService::Stub;
+// One channel's stubs: the generated one, and the generic one for the raw
+// framing of Push and Pull (common/tensor_frame.h).
+struct Stub {
+  std::unique_ptr<wire::ParameterService::Stub> proto;
+  std::unique_ptr<grpc::GenericStub> raw;
+  auto* async() { return proto->async(); }
+};
+
+// A push in the raw framing: the header, and payloads borrowed from the
+// caller's tensors until the call completes.
+struct RawPush {
+  wire::PushRequest header;
+  std::vector<absl::string_view> payloads;
+};
 
 // Collects the answers of several servers; runs `done` once with the first error.
 class Fanout {
@@ -85,6 +101,7 @@ void SetSession(wire::PushRequest& r, uint64_t s) { r.set_session_id(s); }
 void SetSession(wire::PullRequest& r, uint64_t s) { r.set_session_id(s); }
 void SetSession(wire::HeartbeatRequest& r, uint64_t s) { r.set_session_id(s); }
 void SetSession(wire::RegisterRequest&, uint64_t) {}
+void SetSession(RawPush& r, uint64_t s) { r.header.set_session_id(s); }
 
 class GrpcPsClient final : public PsClient {
  public:
@@ -98,8 +115,12 @@ class GrpcPsClient final : public PsClient {
         args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
         args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
         args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
-        conn->stubs.push_back(wire::ParameterService::NewStub(
-            grpc::CreateCustomChannel(conn->address, grpc::InsecureChannelCredentials(), args)));
+        for (const auto& [name, value] : BulkChannelArgs()) args.SetInt(name, value);
+        auto channel = grpc::CreateCustomChannel(conn->address, grpc::InsecureChannelCredentials(), args);
+        auto stub = std::make_unique<Stub>();
+        stub->proto = wire::ParameterService::NewStub(channel);
+        stub->raw = std::make_unique<grpc::GenericStub>(channel);
+        conn->stubs.push_back(std::move(stub));
       }
       servers_.push_back(std::move(conn));
     }
@@ -149,21 +170,30 @@ class GrpcPsClient final : public PsClient {
     return absl::OkStatus();
   }
 
-  // Sends every non-null reqs[s] to server s in parallel. `check` (may be
-  // empty) turns a server's answer into a status; `done` runs once, after all
-  // answered, with the first error. INVALID_ARGUMENT naming `what` when there
-  // is no request at all.
+  // Requests go in slots: slot = server * lanes + lane, so that one server
+  // can get several requests at once (one per channel; see Lanes()).
+  int Lanes() const { return std::max(1, options_.channels_per_server); }
+  // The slot of chunk `c`: its server, and a lane that spreads the server's
+  // chunks over its channels in turn (`seen` counts chunks per server).
+  size_t SlotOf(const ChunkInfo& c, std::vector<int>& seen) const {
+    return static_cast<size_t>(c.server) * Lanes() + seen[c.server]++ % Lanes();
+  }
+
+  // Sends every non-null reqs[slot] to server slot / lanes, all in parallel.
+  // `check` (may be empty) turns an answer into a status; `done` runs once,
+  // after all answered, with the first error. INVALID_ARGUMENT naming `what`
+  // when there is no request at all.
   template <typename Req, typename Resp>
-  void FanOut(const char* what, const std::vector<std::shared_ptr<Req>>& reqs, absl::Duration timeout,
-              Issue<Req, Resp> issue, std::function<absl::Status(int, absl::Status, Resp&)> check, Done done) {
+  void FanOut(const char* what, const std::vector<std::shared_ptr<Req>>& reqs, int lanes, absl::Duration timeout,
+              Issue<Req, Resp> issue, std::function<absl::Status(size_t, absl::Status, Resp&)> check, Done done) {
     const int calls = static_cast<int>(std::count_if(reqs.begin(), reqs.end(), [](auto& r) { return r != nullptr; }));
     if (calls == 0) return done(absl::InvalidArgumentError(absl::StrCat(what, " of no tensors")));
     auto* fanout = new Fanout(calls, std::move(done));
-    for (size_t s = 0; s < reqs.size(); ++s) {
-      if (!reqs[s]) continue;
-      Call<Req, Resp>(static_cast<int>(s), reqs[s], timeout, issue,
-                      [s, fanout, check](absl::Status status, Resp& resp) {
-                        fanout->Finish(check ? check(static_cast<int>(s), std::move(status), resp) : status);
+    for (size_t slot = 0; slot < reqs.size(); ++slot) {
+      if (!reqs[slot]) continue;
+      Call<Req, Resp>(static_cast<int>(slot / lanes), reqs[slot], timeout, issue,
+                      [slot, fanout, check](absl::Status status, Resp& resp) {
+                        fanout->Finish(check ? check(slot, std::move(status), resp) : status);
                       });
     }
   }
@@ -276,7 +306,7 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) 
   absl::Notification finished;
   absl::Status result;
   FanOut<wire::InitRequest, wire::InitResponse>(
-      "init", reqs, options_.push_timeout,
+      "init", reqs, 1, options_.push_timeout,
       [](Stub* stub, grpc::ClientContext* ctx, const wire::InitRequest* rq, wire::InitResponse* rs,
          std::function<void(grpc::Status)> cb) { stub->async()->Init(ctx, rq, rs, std::move(cb)); },
       nullptr, [&](absl::Status s) {
@@ -288,20 +318,30 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) 
 }
 
 void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) {
-  std::vector<std::shared_ptr<wire::PushRequest>> reqs(servers_.size());
+  std::vector<std::shared_ptr<RawPush>> reqs(servers_.size() * Lanes());
+  std::vector<int> seen(servers_.size());
   absl::Status grouped = ForEachChunk(tensors, "push", [&](const ChunkInfo& c, const float* values) {
-    auto& req = reqs[c.server];
+    auto& req = reqs[SlotOf(c, seen)];
     if (!req) {
-      req = std::make_shared<wire::PushRequest>();
-      req->set_step(step);
+      req = std::make_shared<RawPush>();
+      req->header.set_step(step);
     }
-    FillChunk(req->add_chunks(), c, values);
+    wire::Chunk* chunk = req->header.add_chunks();
+    chunk->mutable_key()->set_tensor(c.key.tensor);
+    chunk->mutable_key()->set_chunk(c.key.chunk);
+    chunk->set_dtype(wire::DTYPE_FLOAT32);
+    chunk->set_raw_bytes(c.length * 4);
+    req->payloads.emplace_back(reinterpret_cast<const char*>(values + c.offset), c.length * 4);
   });
   if (!grouped.ok()) return done(grouped);
-  FanOut<wire::PushRequest, wire::PushResponse>(
-      "push", reqs, options_.push_timeout,
-      [](Stub* stub, grpc::ClientContext* ctx, const wire::PushRequest* rq, wire::PushResponse* rs,
-         std::function<void(grpc::Status)> cb) { stub->async()->Push(ctx, rq, rs, std::move(cb)); },
+  FanOut<RawPush, grpc::ByteBuffer>(
+      "push", reqs, Lanes(), options_.push_timeout,
+      [](Stub* stub, grpc::ClientContext* ctx, const RawPush* rq, grpc::ByteBuffer* rs,
+         std::function<void(grpc::Status)> cb) {
+        auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(rq->header, rq->payloads));
+        stub->raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), rs,
+                             [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+      },
       nullptr, std::move(done));
 }
 
@@ -310,10 +350,12 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
     ChunkInfo chunk;
     float* values;
   };
-  std::vector<std::shared_ptr<wire::PullRequest>> reqs(servers_.size());
-  auto targets = std::make_shared<std::vector<std::vector<Target>>>(servers_.size());
+  std::vector<std::shared_ptr<wire::PullRequest>> reqs(servers_.size() * Lanes());
+  auto targets = std::make_shared<std::vector<std::vector<Target>>>(reqs.size());
+  std::vector<int> seen(servers_.size());
   absl::Status grouped = ForEachChunk(tensors, "pull", [&](const ChunkInfo& c, float* values) {
-    auto& req = reqs[c.server];
+    const size_t slot = SlotOf(c, seen);
+    auto& req = reqs[slot];
     if (!req) {
       req = std::make_shared<wire::PullRequest>();
       req->set_step(step);
@@ -321,27 +363,39 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
     wire::Key* key = req->add_keys();
     key->set_tensor(c.key.tensor);
     key->set_chunk(c.key.chunk);
-    (*targets)[c.server].push_back({c, values});
+    (*targets)[slot].push_back({c, values});
   });
   if (!grouped.ok()) return done(grouped);
-  FanOut<wire::PullRequest, wire::PullResponse>(
-      "pull", reqs, options_.pull_timeout,
-      [](Stub* stub, grpc::ClientContext* ctx, const wire::PullRequest* rq, wire::PullResponse* rs,
-         std::function<void(grpc::Status)> cb) { stub->async()->Pull(ctx, rq, rs, std::move(cb)); },
-      [this, targets](int s, absl::Status status, wire::PullResponse& resp) {
-        const std::vector<Target>& want = (*targets)[s];
-        if (status.ok() && resp.chunks_size() != static_cast<int>(want.size())) {
+  FanOut<wire::PullRequest, grpc::ByteBuffer>(
+      "pull", reqs, Lanes(), options_.pull_timeout,
+      [](Stub* stub, grpc::ClientContext* ctx, const wire::PullRequest* rq, grpc::ByteBuffer* rs,
+         std::function<void(grpc::Status)> cb) {
+        const std::string bytes = rq->SerializeAsString();
+        grpc::Slice slice(bytes);
+        auto request = std::make_shared<grpc::ByteBuffer>(&slice, 1);
+        stub->raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), rs,
+                             [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+      },
+      [this, targets, lanes = Lanes()](size_t slot, absl::Status status, grpc::ByteBuffer& answer) {
+        if (!status.ok()) return status;
+        const int s = static_cast<int>(slot / lanes);
+        const std::vector<Target>& want = (*targets)[slot];
+        wire::PullResponse resp;
+        absl::StatusOr<std::unique_ptr<FrameReader>> frame = FrameReader::Parse(answer, &resp);
+        if (!frame.ok()) return Annotate(s, absl::DataLossError(frame.status().message()), 1);
+        if (resp.chunks_size() != static_cast<int>(want.size())) {
           return Annotate(s, absl::DataLossError(absl::StrCat("pull answered ", resp.chunks_size(),
                                                               " chunks; asked for ", want.size())), 1);
         }
-        for (size_t i = 0; status.ok() && i < want.size(); ++i) {
+        for (size_t i = 0; i < want.size(); ++i) {
           const wire::Chunk& c = resp.chunks(static_cast<int>(i));
+          const int64_t bytes = want[i].chunk.length * 4;
           if (c.key().tensor() != want[i].chunk.key.tensor || c.key().chunk() != want[i].chunk.key.chunk ||
-              static_cast<int64_t>(c.data().size()) != want[i].chunk.length * 4) {
+              c.raw_bytes() != bytes || (*frame)->remaining() < bytes) {
             return Annotate(s, absl::DataLossError(absl::StrCat("pull answered a wrong chunk for key ",
                                                                 KeyName(want[i].chunk.key))), 1);
           }
-          std::memcpy(want[i].values + want[i].chunk.offset, c.data().data(), c.data().size());
+          (*frame)->CopyNext(bytes, reinterpret_cast<char*>(want[i].values + want[i].chunk.offset));
         }
         return status;
       },

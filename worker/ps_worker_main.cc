@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/malloc_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -40,6 +41,8 @@ ABSL_FLAG(int, log_every, 100, "Steps between progress lines (0: none).");
 ABSL_FLAG(std::string, summary_json, "", "Write the run's summary here at the end.");
 ABSL_FLAG(absl::Duration, pull_timeout, absl::Seconds(120), "Deadline of one pull (sync pulls wait for the slowest).");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat when idle this long.");
+ABSL_FLAG(int, channels_per_server, 2,
+          "gRPC channels (TCP connections) to each server; a layer's chunks for a server are spread over them.");
 ABSL_FLAG(int, rpc_attempts, 8, "Attempts per call when a server is unavailable.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 
@@ -96,6 +99,7 @@ int Run() {
   client_options.pull_timeout = absl::GetFlag(FLAGS_pull_timeout);
   client_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   client_options.max_attempts = absl::GetFlag(FLAGS_rpc_attempts);
+  client_options.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
 
   TrainerOptions trainer_options;
   trainer_options.rank = rank;
@@ -149,6 +153,7 @@ int Run() {
 }  // namespace shardps
 
 int main(int argc, char** argv) {
+  shardps::KeepFreedMemoryForReuse();
   shardps::ParseJobCommandLine(argc, argv,
                                "ps_worker: a ShardPS training worker.\n"
                                "  ps_worker --flagfile=job.flags --servers=h0:7000,h1:7001 --rank=0");

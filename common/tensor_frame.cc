@@ -1,0 +1,125 @@
+#include "common/tensor_frame.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardps {
+namespace {
+
+// [u32 H][H header bytes][zero padding to a multiple of 4].
+grpc::Slice HeaderSlice(const google::protobuf::MessageLite& header) {
+  const size_t size = header.ByteSizeLong();
+  std::string bytes((4 + size + 3) / 4 * 4, '\0');
+  const uint32_t h = static_cast<uint32_t>(size);
+  for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>((h >> (8 * i)) & 0xff);
+  header.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(&bytes[4]));
+  return grpc::Slice(bytes);
+}
+
+void NoRelease(void*) {}
+void DeleteString(void* s) { delete static_cast<std::string*>(s); }
+
+}  // namespace
+
+grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
+                             const std::vector<absl::string_view>& payloads) {
+  std::vector<grpc::Slice> slices;
+  slices.reserve(payloads.size() + 1);
+  slices.push_back(HeaderSlice(header));
+  for (absl::string_view p : payloads) {
+    if (!p.empty()) slices.emplace_back(const_cast<char*>(p.data()), p.size(), &NoRelease);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::vector<std::string> payloads) {
+  std::vector<grpc::Slice> slices;
+  slices.reserve(payloads.size() + 1);
+  slices.push_back(HeaderSlice(header));
+  for (std::string& p : payloads) {
+    if (p.empty()) continue;
+    auto owned = std::make_unique<std::string>(std::move(p));
+    char* data = owned->data();
+    const size_t size = owned->size();
+    slices.emplace_back(data, size, &DeleteString, owned.release());
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+absl::StatusOr<std::unique_ptr<FrameReader>> FrameReader::Parse(const grpc::ByteBuffer& buffer,
+                                                                google::protobuf::MessageLite* header) {
+  std::unique_ptr<FrameReader> r(new FrameReader());
+  if (!buffer.Dump(&r->slices_).ok()) return absl::InvalidArgumentError("frame: unreadable buffer");
+  for (const grpc::Slice& s : r->slices_) r->remaining_ += s.size();
+  if (r->remaining_ < 4) {
+    return absl::InvalidArgumentError(absl::StrCat("frame of ", r->remaining_, " bytes has no header length"));
+  }
+  unsigned char length[4];
+  r->CopyNext(4, reinterpret_cast<char*>(length));
+  const int64_t h = length[0] | (length[1] << 8) | (length[2] << 16) | (static_cast<int64_t>(length[3]) << 24);
+  if (h > r->remaining_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame header says ", h, " bytes; only ", r->remaining_, " follow"));
+  }
+  const absl::string_view bytes = r->Next(h);
+  if (!header->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat("frame header of ", h, " bytes does not parse as ",
+                                                   header->GetTypeName()));
+  }
+  const int64_t pad = (4 - (4 + h) % 4) % 4;
+  if (r->remaining_ < pad) return absl::InvalidArgumentError("frame ends inside its header padding");
+  char skip[4];
+  r->CopyNext(pad, skip);
+  return r;
+}
+
+absl::string_view FrameReader::Next(size_t n) {
+  while (slice_ < slices_.size() && offset_ == slices_[slice_].size()) {
+    ++slice_;
+    offset_ = 0;
+  }
+  if (n == 0) return {};
+  const char* p = slice_ < slices_.size() ? reinterpret_cast<const char*>(slices_[slice_].begin()) + offset_ : nullptr;
+  if (p != nullptr && slices_[slice_].size() - offset_ >= n && reinterpret_cast<uintptr_t>(p) % kAlignment == 0) {
+    offset_ += n;
+    remaining_ -= n;
+    return absl::string_view(p, n);
+  }
+  copies_.push_back(std::unique_ptr<char[]>(new char[n]));
+  CopyNext(n, copies_.back().get());
+  return absl::string_view(copies_.back().get(), n);
+}
+
+std::vector<absl::string_view> FrameReader::NextPieces(size_t n) {
+  std::vector<absl::string_view> pieces;
+  remaining_ -= n;
+  while (n > 0 && slice_ < slices_.size()) {
+    const size_t take = std::min(n, slices_[slice_].size() - offset_);
+    if (take > 0) pieces.emplace_back(reinterpret_cast<const char*>(slices_[slice_].begin()) + offset_, take);
+    n -= take;
+    offset_ += take;
+    if (offset_ == slices_[slice_].size()) {
+      ++slice_;
+      offset_ = 0;
+    }
+  }
+  return pieces;
+}
+
+void FrameReader::CopyNext(size_t n, char* dst) {
+  remaining_ -= n;
+  while (n > 0 && slice_ < slices_.size()) {
+    const size_t take = std::min(n, slices_[slice_].size() - offset_);
+    std::memcpy(dst, slices_[slice_].begin() + offset_, take);
+    dst += take;
+    n -= take;
+    offset_ += take;
+    if (offset_ == slices_[slice_].size()) {
+      ++slice_;
+      offset_ = 0;
+    }
+  }
+}
+
+}  // namespace shardps

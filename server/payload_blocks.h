@@ -1,0 +1,79 @@
+// A chunk's payload arrives in pieces (the received gRPC slices), which may
+// split a float between two pieces and start at any address. These helpers
+// walk it as aligned blocks of whole floats without copying it whole: aligned
+// runs are used in place, the rest goes through a small bounce buffer that
+// stays in cache.
+#ifndef SHARDPS_SERVER_PAYLOAD_BLOCKS_H_
+#define SHARDPS_SERVER_PAYLOAD_BLOCKS_H_
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace shardps {
+
+using PayloadPieces = std::vector<absl::string_view>;
+
+inline int64_t PayloadBytes(const PayloadPieces& pieces) {
+  int64_t n = 0;
+  for (absl::string_view p : pieces) n += static_cast<int64_t>(p.size());
+  return n;
+}
+
+// Calls fn(first, values, count) for consecutive blocks of the payload's
+// floats, in order: values[0..count) are floats first..first+count. `values`
+// is 4-byte aligned and valid only during the call.
+template <typename Fn>
+void ForEachFloatBlock(const PayloadPieces& pieces, Fn fn) {
+  constexpr int64_t kBounce = 4096;
+  alignas(64) float bounce[kBounce];
+  char carry[4];
+  size_t carried = 0;
+  int64_t first = 0;
+  for (absl::string_view piece : pieces) {
+    const char* p = piece.data();
+    size_t left = piece.size();
+    if (carried > 0) {  // finish the float split across pieces
+      const size_t take = std::min(4 - carried, left);
+      std::memcpy(carry + carried, p, take);
+      carried += take;
+      p += take;
+      left -= take;
+      if (carried < 4) continue;
+      std::memcpy(bounce, carry, 4);
+      fn(first++, static_cast<const float*>(bounce), int64_t{1});
+      carried = 0;
+    }
+    int64_t whole = static_cast<int64_t>(left / 4);
+    if (reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
+      if (whole > 0) fn(first, reinterpret_cast<const float*>(p), whole);
+      first += whole;
+      p += whole * 4;
+    } else {
+      while (whole > 0) {
+        const int64_t n = std::min(whole, kBounce);
+        std::memcpy(bounce, p, n * 4);
+        fn(first, static_cast<const float*>(bounce), n);
+        first += n;
+        p += n * 4;
+        whole -= n;
+      }
+    }
+    carried = piece.data() + piece.size() - p;
+    std::memcpy(carry, p, carried);
+  }
+}
+
+// Copies the payload to dst (PayloadBytes(pieces) bytes).
+inline void CopyPayload(const PayloadPieces& pieces, char* dst) {
+  for (absl::string_view p : pieces) {
+    std::memcpy(dst, p.data(), p.size());
+    dst += p.size();
+  }
+}
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_PAYLOAD_BLOCKS_H_

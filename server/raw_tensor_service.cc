@@ -1,0 +1,156 @@
+#include "server/raw_tensor_service.h"
+
+#include <chrono>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/tensor_frame.h"
+#include "proto/shardps.pb.h"
+
+namespace shardps {
+namespace {
+
+absl::Time DeadlineOf(grpc::GenericCallbackServerContext* ctx) {
+  const auto deadline = ctx->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+// One unary call over the bidi generic reactor: read the request, then Handle
+// it; Handle (or a callback it arranges) calls Reply exactly once.
+class UnaryReactor : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit UnaryReactor(ParameterServer* core) : core_(core) {}
+  void Start() { StartRead(&request_); }
+
+ protected:
+  virtual void Handle() = 0;
+  // Answers a malformed frame, counting it as refused (the core counts the
+  // requests it refuses itself).
+  void Refuse(const absl::Status& status) {
+    core_->CountRefused();
+    Reply(status);
+  }
+  void Reply(const absl::Status& status, grpc::ByteBuffer response = {}) {
+    if (!status.ok()) return Finish(ToGrpcStatus(status));
+    response_ = std::move(response);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+  ParameterServer* const core_;
+  grpc::ByteBuffer request_;
+
+ private:
+  void OnReadDone(bool ok) override {
+    if (!ok) return Refuse(absl::InvalidArgumentError("no request message"));
+    Handle();
+  }
+  void OnDone() override { delete this; }
+  grpc::ByteBuffer response_;
+};
+
+grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& m) {
+  const std::string bytes = m.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+class PushReactor final : public UnaryReactor {
+ public:
+  using UnaryReactor::UnaryReactor;
+
+ private:
+  void Handle() override {
+    wire::PushRequest req;
+    absl::StatusOr<std::unique_ptr<FrameReader>> frame = FrameReader::Parse(request_, &req);
+    if (!frame.ok()) return Refuse(frame.status());
+    int64_t declared = 0;
+    for (const wire::Chunk& c : req.chunks()) {
+      if (c.raw_bytes() < 0 || !c.data().empty()) {
+        return Refuse(absl::InvalidArgumentError(absl::StrCat("raw push chunk ", c.key().tensor(), "/", c.key().chunk(),
+                                                             " needs raw_bytes >= 0 and no data")));
+      }
+      declared += c.raw_bytes();
+    }
+    if (declared != (*frame)->remaining()) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat("raw push: chunks declare ", declared,
+                                                           " payload bytes; the frame carries ",
+                                                           (*frame)->remaining())));
+    }
+    std::vector<ChunkPayload> payloads;
+    payloads.reserve(req.chunks_size());
+    for (const wire::Chunk& c : req.chunks()) {
+      payloads.push_back({{c.key().tensor(), c.key().chunk()}, c.dtype(), (*frame)->NextPieces(c.raw_bytes())});
+    }
+    absl::StatusOr<std::vector<wire::PushOutcome>> outcomes = core_->Push(req.session_id(), req.step(), payloads);
+    if (!outcomes.ok()) return Reply(outcomes.status());
+    wire::PushResponse resp;
+    for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
+    Reply(absl::OkStatus(), SerializeMessage(resp));
+  }
+};
+
+class PullReactor final : public UnaryReactor {
+ public:
+  PullReactor(ParameterServer* core, absl::Time deadline) : UnaryReactor(core), deadline_(deadline) {}
+
+ private:
+  void Handle() override {
+    wire::PullRequest req;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (request_.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    if (!req.ParseFromString(bytes)) {
+      return Refuse(absl::InvalidArgumentError("raw pull request does not parse as PullRequest"));
+    }
+    std::vector<ChunkKey> keys;
+    keys.reserve(req.keys_size());
+    for (const wire::Key& k : req.keys()) keys.push_back({k.tensor(), k.chunk()});
+    core_->Pull(req.session_id(), req.step(), std::move(keys), deadline_,
+                [this](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+                  if (!chunks.ok()) return Reply(chunks.status());
+                  wire::PullResponse resp;
+                  std::vector<std::string> payloads;
+                  payloads.reserve(chunks->size());
+                  for (PulledChunk& c : *chunks) {
+                    wire::Chunk* out = resp.add_chunks();
+                    out->mutable_key()->set_tensor(c.key.tensor);
+                    out->mutable_key()->set_chunk(c.key.chunk);
+                    out->set_dtype(wire::DTYPE_FLOAT32);
+                    out->set_version(c.version);
+                    out->set_raw_bytes(static_cast<int64_t>(c.data.size()));
+                    payloads.push_back(std::move(c.data));
+                  }
+                  Reply(absl::OkStatus(), EncodeFrame(resp, std::move(payloads)));
+                });
+  }
+  const absl::Time deadline_;
+};
+
+class UnknownMethodReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit UnknownMethodReactor(const std::string& method) {
+    Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, absl::StrCat("unknown method ", method)));
+  }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerGenericBidiReactor* RawTensorService::CreateReactor(grpc::GenericCallbackServerContext* ctx) {
+  if (ctx->method() == kRawPushMethod) {
+    auto* r = new PushReactor(core_);
+    r->Start();
+    return r;
+  }
+  if (ctx->method() == kRawPullMethod) {
+    auto* r = new PullReactor(core_, DeadlineOf(ctx));
+    r->Start();
+    return r;
+  }
+  return new UnknownMethodReactor(ctx->method());
+}
+
+}  // namespace shardps
