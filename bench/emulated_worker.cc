@@ -1,0 +1,203 @@
+// emulated_worker: a worker whose compute is a fixed time per step, on a
+// synthetic layout, for the scaling harness. It talks to real servers
+// exactly as ps_worker does (worker/ps_client): every tensor's pull is issued
+// at the start of a step and the forward pass of tensor t waits only for it;
+// backward pushes each tensor as soon as its share of the compute time has
+// passed, last tensor first; the step ends when every push is acknowledged.
+// Compute time is spread over tensors by size: 1/3 forward, 2/3 backward.
+//
+//   emulated_worker --servers=h0:7000,h1:7000 --rank=0 --num_workers=2 --mode=sync \
+//       --layout=resnet50/10 --compute_ms=190 --steps=40 --summary_json=out.json
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "bench/synthetic_layout.h"
+#include "common/malloc_tuning.h"
+#include "worker/ps_client.h"
+
+ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of every server, in server-id order.");
+ABSL_FLAG(int, rank, 0, "This worker's rank.");
+ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
+ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp.");
+ABSL_FLAG(int, staleness, 0, "ssp staleness.");
+ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk in bytes; must match the servers.");
+ABSL_FLAG(int, channels_per_server, 2, "gRPC channels per server.");
+ABSL_FLAG(std::string, layout, "resnet50/10", "resnet50/10, or comma-separated tensor sizes in floats.");
+ABSL_FLAG(double, compute_ms, 190, "Emulated compute time per step (forward + backward).");
+ABSL_FLAG(int, batch_size, 32, "Nominal samples per step, for samples/s.");
+ABSL_FLAG(int, steps, 40, "Timed steps.");
+ABSL_FLAG(int, warmup_steps, 3, "Untimed steps first.");
+ABSL_FLAG(std::string, summary_json, "", "Write the run's figures here.");
+
+namespace shardps {
+namespace {
+
+struct Pending {
+  absl::Notification done;
+  absl::Status status;
+  PsClient::Done Callback() {
+    return [this](absl::Status s) {
+      status = std::move(s);
+      done.Notify();
+    };
+  }
+};
+
+struct Split {
+  double pull_wait = 0, compute = 0, push_wait = 0;
+};
+
+double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
+
+// Sleeps until `end`, an absolute time, so that oversleeping one tensor is
+// taken back from the next.
+void ComputeUntil(absl::Time end) {
+  const absl::Duration left = end - absl::Now();
+  if (left > absl::ZeroDuration()) absl::SleepFor(left);
+}
+
+class EmulatedWorker {
+ public:
+  EmulatedWorker(PsClient* client, const Layout& layout, absl::Duration compute)
+      : client_(client), layout_(layout) {
+    int64_t total = 0;
+    for (const TensorSpec& t : layout.tensors) total += t.NumElements();
+    for (const TensorSpec& t : layout.tensors) {
+      weights_.emplace_back(t.NumElements());
+      grads_.emplace_back(t.NumElements(), 1e-6f);
+      share_.push_back(compute * (static_cast<double>(t.NumElements()) / total));
+    }
+  }
+
+  absl::Status Step(int64_t step, Split& split) {
+    const int n = static_cast<int>(layout_.tensors.size());
+    std::vector<std::unique_ptr<Pending>> pulls(n);
+    for (int t = 0; t < n; ++t) {
+      pulls[t] = std::make_unique<Pending>();
+      client_->PullAsync(step, {{static_cast<uint32_t>(t), weights_[t].data()}}, pulls[t]->Callback());
+    }
+    absl::Status failure;
+    absl::Time compute_end = absl::Now();
+    for (int t = 0; t < n; ++t) {  // forward: a third of each tensor's share
+      const absl::Time wait = absl::Now();
+      const bool was_ready = pulls[t]->done.HasBeenNotified();
+      pulls[t]->done.WaitForNotification();
+      split.pull_wait += Since(wait);
+      if (!pulls[t]->status.ok() && failure.ok()) failure = pulls[t]->status;
+      const absl::Time start = absl::Now();
+      // Compute resumes when the weights arrive; a late sleep is taken back.
+      if (!was_ready) compute_end = std::max(compute_end, start);
+      compute_end += share_[t] / 3;
+      ComputeUntil(compute_end);
+      split.compute += Since(start);
+    }
+    if (!failure.ok()) return failure;
+    std::vector<std::unique_ptr<Pending>> pushes(n);
+    const absl::Time start = absl::Now();
+    compute_end = start;
+    for (int t = n - 1; t >= 0; --t) {  // backward: two thirds, pushing as it goes
+      compute_end += share_[t] * 2 / 3;
+      ComputeUntil(compute_end);
+      pushes[t] = std::make_unique<Pending>();
+      client_->PushAsync(step, {{static_cast<uint32_t>(t), grads_[t].data()}}, pushes[t]->Callback());
+    }
+    split.compute += Since(start);
+    const absl::Time wait = absl::Now();
+    for (auto& p : pushes) {
+      p->done.WaitForNotification();
+      if (!p->status.ok() && failure.ok()) failure = p->status;
+    }
+    split.push_wait += Since(wait);
+    return failure;
+  }
+
+ private:
+  PsClient* const client_;
+  const Layout layout_;
+  std::vector<std::vector<float>> weights_, grads_;
+  std::vector<absl::Duration> share_;
+};
+
+double CpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+int Fail(const absl::Status& s) {
+  fprintf(stderr, "emulated_worker %d: %s\n", absl::GetFlag(FLAGS_rank), std::string(s.message()).c_str());
+  return 1;
+}
+
+int Run() {
+  absl::StatusOr<Layout> layout = SyntheticLayout(absl::GetFlag(FLAGS_layout));
+  if (!layout.ok()) return Fail(layout.status());
+  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return Fail(mode.status());
+  ClientOptions o;
+  o.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
+  o.rank = absl::GetFlag(FLAGS_rank);
+  o.job.mode = *mode;
+  o.job.staleness = absl::GetFlag(FLAGS_staleness);
+  o.job.num_servers = static_cast<int>(o.servers.size());
+  o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
+  o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  o.layout = *layout;
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(o);
+  if (!client.ok()) return Fail(client.status());
+  absl::StatusOr<int64_t> step = (*client)->Register();
+  if (!step.ok()) return Fail(step.status());
+  std::vector<std::vector<float>> init;
+  for (const TensorSpec& t : layout->tensors) init.emplace_back(t.NumElements(), 0.01f);
+  if (absl::Status s = (*client)->Init(init); !s.ok()) return Fail(s);
+
+  EmulatedWorker worker(client->get(), *layout, absl::Milliseconds(absl::GetFlag(FLAGS_compute_ms)));
+  Split warm, split;
+  for (int i = 0; i < absl::GetFlag(FLAGS_warmup_steps); ++i, ++*step) {
+    if (absl::Status s = worker.Step(*step, warm); !s.ok()) return Fail(s);
+  }
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const double cpu_start = CpuSeconds();
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < steps; ++i, ++*step) {
+    if (absl::Status s = worker.Step(*step, split); !s.ok()) return Fail(s);
+  }
+  const double wall = Since(start), cpu = CpuSeconds() - cpu_start;
+  const double samples_per_s = steps * absl::GetFlag(FLAGS_batch_size) / wall;
+  printf("rank %d: %d steps in %.2f s: %.1f samples/s, per step %.1f ms compute, %.1f ms pull wait, %.1f ms push wait\n",
+         o.rank, steps, wall, samples_per_s, 1e3 * split.compute / steps, 1e3 * split.pull_wait / steps,
+         1e3 * split.push_wait / steps);
+  const std::string path = absl::GetFlag(FLAGS_summary_json);
+  if (!path.empty()) {
+    std::ofstream out(path);
+    out << absl::StrCat("{\"compute\": \"emulated\", \"layout\": \"", absl::GetFlag(FLAGS_layout),
+                        "\", \"compute_ms\": ", absl::GetFlag(FLAGS_compute_ms), ", \"steps\": ", steps,
+                        ", \"wall_seconds\": ", wall, ", \"samples_per_second\": ", samples_per_s,
+                        ", \"bytes_per_step\": ", 2 * layout->TotalBytes(), ", \"cpu_seconds\": ", cpu,
+                        ", \"time_split_seconds\": {\"pull_wait\": ", split.pull_wait,
+                        ", \"compute\": ", split.compute, ", \"push_wait\": ", split.push_wait, "}}\n");
+    if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write ", path)));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardps
+
+int main(int argc, char** argv) {
+  shardps::KeepFreedMemoryForReuse();
+  absl::SetProgramUsageMessage("emulated_worker: a ShardPS worker with emulated compute, for scaling runs.");
+  absl::ParseCommandLine(argc, argv);
+  return shardps::Run();
+}
