@@ -5,6 +5,11 @@
 // backward pushes each tensor as soon as its share of the compute time has
 // passed, last tensor first; the step ends when every push is acknowledged.
 // Compute time is spread over tensors by size: 1/3 forward, 2/3 backward.
+// Small consecutive tensors travel together in buckets (--bucket_bytes), as
+// a real model's layers group a weight with its bias.
+//
+// With --pull_ahead (default), as in ps_worker, a tensor's pull for the
+// next step leaves as soon as its push is acknowledged.
 //
 //   emulated_worker --servers=h0:7000,h1:7000 --rank=0 --num_workers=2 --mode=sync \
 //       --layout=resnet50/10 --compute_ms=190 --steps=40 --summary_json=out.json
@@ -38,6 +43,10 @@ ABSL_FLAG(int, batch_size, 32, "Nominal samples per step, for samples/s.");
 ABSL_FLAG(int, steps, 40, "Timed steps.");
 ABSL_FLAG(int, warmup_steps, 3, "Untimed steps first.");
 ABSL_FLAG(std::string, summary_json, "", "Write the run's figures here.");
+ABSL_FLAG(int64_t, bucket_bytes, 512 << 10,
+          "Consecutive tensors are pushed and pulled together in buckets of at least this many bytes (0: one "
+          "tensor per call).");
+ABSL_FLAG(bool, pull_ahead, true, "Pull a tensor for the next step as soon as its push is acknowledged.");
 
 namespace shardps {
 namespace {
@@ -68,32 +77,46 @@ void ComputeUntil(absl::Time end) {
 
 class EmulatedWorker {
  public:
-  EmulatedWorker(PsClient* client, const Layout& layout, absl::Duration compute)
+  // Consecutive tensors are grouped into buckets of at least `bucket_bytes`
+  // (the last may be smaller); a bucket is pushed and pulled as one call.
+  EmulatedWorker(PsClient* client, const Layout& layout, absl::Duration compute, int64_t bucket_bytes)
       : client_(client), layout_(layout) {
-    int64_t total = 0;
-    for (const TensorSpec& t : layout.tensors) total += t.NumElements();
-    for (const TensorSpec& t : layout.tensors) {
-      weights_.emplace_back(t.NumElements());
-      grads_.emplace_back(t.NumElements(), 1e-6f);
-      share_.push_back(compute * (static_cast<double>(t.NumElements()) / total));
+    const int64_t total = layout.TotalBytes();
+    int64_t open = 0;
+    for (uint32_t t = 0; t < layout.tensors.size(); ++t) {
+      weights_.emplace_back(layout.tensors[t].NumElements());
+      grads_.emplace_back(layout.tensors[t].NumElements(), 1e-6f);
+      if (buckets_.empty() || open >= bucket_bytes) {
+        buckets_.emplace_back();
+        share_.push_back(absl::ZeroDuration());
+        open = 0;
+      }
+      buckets_.back().push_back(t);
+      open += layout.tensors[t].NumElements() * 4;
+      share_.back() += compute * (layout.tensors[t].NumElements() * 4.0 / total);
     }
+    pulls_.resize(buckets_.size());
   }
 
-  absl::Status Step(int64_t step, Split& split) {
-    const int n = static_cast<int>(layout_.tensors.size());
-    std::vector<std::unique_ptr<Pending>> pulls(n);
+  // One step. With `pull_ahead`, each tensor's pull for the next step is
+  // issued as soon as its push for this step is acknowledged, so weights
+  // travel during the rest of backward instead of after it.
+  absl::Status Step(int64_t step, bool pull_ahead, Split& split) {
+    const int n = static_cast<int>(buckets_.size());
     for (int t = 0; t < n; ++t) {
-      pulls[t] = std::make_unique<Pending>();
-      client_->PullAsync(step, {{static_cast<uint32_t>(t), weights_[t].data()}}, pulls[t]->Callback());
+      if (pulls_[t]) continue;  // pulled ahead by the last step
+      pulls_[t] = std::make_shared<Pending>();
+      client_->PullAsync(step, Outs(t), pulls_[t]->Callback());
     }
     absl::Status failure;
     absl::Time compute_end = absl::Now();
     for (int t = 0; t < n; ++t) {  // forward: a third of each tensor's share
       const absl::Time wait = absl::Now();
-      const bool was_ready = pulls[t]->done.HasBeenNotified();
-      pulls[t]->done.WaitForNotification();
+      const bool was_ready = pulls_[t]->done.HasBeenNotified();
+      pulls_[t]->done.WaitForNotification();
       split.pull_wait += Since(wait);
-      if (!pulls[t]->status.ok() && failure.ok()) failure = pulls[t]->status;
+      if (!pulls_[t]->status.ok() && failure.ok()) failure = pulls_[t]->status;
+      pulls_[t].reset();
       const absl::Time start = absl::Now();
       // Compute resumes when the weights arrive; a late sleep is taken back.
       if (!was_ready) compute_end = std::max(compute_end, start);
@@ -102,14 +125,26 @@ class EmulatedWorker {
       split.compute += Since(start);
     }
     if (!failure.ok()) return failure;
-    std::vector<std::unique_ptr<Pending>> pushes(n);
+    std::vector<std::shared_ptr<Pending>> pushes(n);
     const absl::Time start = absl::Now();
     compute_end = start;
     for (int t = n - 1; t >= 0; --t) {  // backward: two thirds, pushing as it goes
       compute_end += share_[t] * 2 / 3;
       ComputeUntil(compute_end);
-      pushes[t] = std::make_unique<Pending>();
-      client_->PushAsync(step, {{static_cast<uint32_t>(t), grads_[t].data()}}, pushes[t]->Callback());
+      pushes[t] = std::make_shared<Pending>();
+      std::shared_ptr<Pending> next;
+      if (pull_ahead) pulls_[t] = next = std::make_shared<Pending>();
+      client_->PushAsync(step, Ins(t),
+                         [this, t, step, push = pushes[t], next](absl::Status s) {
+                           if (next) {
+                             if (s.ok()) {
+                               client_->PullAsync(step + 1, Outs(t), next->Callback());
+                             } else {
+                               next->Callback()(s);
+                             }
+                           }
+                           push->Callback()(std::move(s));
+                         });
     }
     split.compute += Since(start);
     const absl::Time wait = absl::Now();
@@ -121,11 +156,32 @@ class EmulatedWorker {
     return failure;
   }
 
+  // Waits for pulls issued ahead (before the client goes away).
+  void DrainPullsAhead() {
+    for (auto& p : pulls_) {
+      if (p) p->done.WaitForNotification();
+      p.reset();
+    }
+  }
+
  private:
+  std::vector<TensorOut> Outs(int bucket) {
+    std::vector<TensorOut> outs;
+    for (uint32_t t : buckets_[bucket]) outs.push_back({t, weights_[t].data()});
+    return outs;
+  }
+  std::vector<TensorIn> Ins(int bucket) const {
+    std::vector<TensorIn> ins;
+    for (uint32_t t : buckets_[bucket]) ins.push_back({t, grads_[t].data()});
+    return ins;
+  }
+
   PsClient* const client_;
   const Layout layout_;
   std::vector<std::vector<float>> weights_, grads_;
-  std::vector<absl::Duration> share_;
+  std::vector<std::vector<uint32_t>> buckets_;    // tensor indices, in forward order
+  std::vector<absl::Duration> share_;             // per bucket: its part of the compute time
+  std::vector<std::shared_ptr<Pending>> pulls_;   // per bucket: in flight for the coming step
 };
 
 double CpuSeconds() {
@@ -162,16 +218,22 @@ int Run() {
   for (const TensorSpec& t : layout->tensors) init.emplace_back(t.NumElements(), 0.01f);
   if (absl::Status s = (*client)->Init(init); !s.ok()) return Fail(s);
 
-  EmulatedWorker worker(client->get(), *layout, absl::Milliseconds(absl::GetFlag(FLAGS_compute_ms)));
+  EmulatedWorker worker(client->get(), *layout, absl::Milliseconds(absl::GetFlag(FLAGS_compute_ms)),
+                        absl::GetFlag(FLAGS_bucket_bytes));
   Split warm, split;
+  const bool pull_ahead = absl::GetFlag(FLAGS_pull_ahead);
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup_steps); ++i, ++*step) {
-    if (absl::Status s = worker.Step(*step, warm); !s.ok()) return Fail(s);
+    if (absl::Status s = worker.Step(*step, pull_ahead, warm); !s.ok()) return Fail(s);
   }
   const int steps = absl::GetFlag(FLAGS_steps);
   const double cpu_start = CpuSeconds();
   const absl::Time start = absl::Now();
   for (int i = 0; i < steps; ++i, ++*step) {
-    if (absl::Status s = worker.Step(*step, split); !s.ok()) return Fail(s);
+    const absl::Status s = worker.Step(*step, pull_ahead && i + 1 < steps, split);
+    if (!s.ok()) {
+      worker.DrainPullsAhead();
+      return Fail(s);
+    }
   }
   const double wall = Since(start), cpu = CpuSeconds() - cpu_start;
   const double samples_per_s = steps * absl::GetFlag(FLAGS_batch_size) / wall;

@@ -1,5 +1,7 @@
 #include "worker/trainer.h"
 
+#include <sys/resource.h>
+
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -11,8 +13,18 @@
 namespace shardps {
 namespace {
 
+double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+
+double CpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
+
 // The completion of one asynchronous pull or push.
-struct Pending {
+struct Trainer::Pending {
   absl::Notification done;
   absl::Status status;
   PsClient::Done Callback() {
@@ -23,10 +35,6 @@ struct Pending {
   }
 };
 
-double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
-
-}  // namespace
-
 Trainer::Trainer(const TrainerOptions& options, Model* model, PsClient* client, const Dataset* train,
                  const Dataset* test)
     : options_(options), model_(model), client_(client), train_(train), test_(test) {
@@ -36,6 +44,20 @@ Trainer::Trainer(const TrainerOptions& options, Model* model, PsClient* client, 
   }
   batch_images_.resize(static_cast<size_t>(options_.batch_size) * train_->ImageSize());
   batch_labels_.resize(options_.batch_size);
+  pulls_ahead_.resize(model_->num_layers());
+}
+
+std::vector<TensorOut> Trainer::WeightsOf(int layer) {
+  std::vector<TensorOut> outs;
+  for (uint32_t t : model_->TensorsOfLayer(layer)) outs.push_back({t, host_weights_[t].data()});
+  return outs;
+}
+
+void Trainer::DrainPullsAhead() {
+  for (auto& p : pulls_ahead_) {
+    if (p) p->done.WaitForNotification();
+    p.reset();
+  }
 }
 
 void Trainer::LoadBatch(const Dataset& data, const int64_t* indices, int count) {
@@ -47,17 +69,19 @@ void Trainer::LoadBatch(const Dataset& data, const int64_t* indices, int count) 
   model_->SetBatch(count, batch_images_.data(), batch_labels_.data());
 }
 
-absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, float* loss, int* correct) {
+absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bool pull_ahead, float* loss,
+                           int* correct) {
   const int layers = model_->num_layers();
   Backend& be = model_->backend();
-  // Pull every layer's weights now, in forward order; forward waits per layer.
-  std::vector<std::unique_ptr<Pending>> pulls(layers);
+  // Every layer's weights are in flight from here on (pulled ahead by the last
+  // step, or pulled now in forward order); forward waits per layer.
+  std::vector<std::shared_ptr<Pending>> pulls(layers);
   for (int l = 0; l < layers; ++l) {
     if (model_->TensorsOfLayer(l).empty()) continue;
-    std::vector<TensorOut> outs;
-    for (uint32_t t : model_->TensorsOfLayer(l)) outs.push_back({t, host_weights_[t].data()});
-    pulls[l] = std::make_unique<Pending>();
-    client_->PullAsync(step, std::move(outs), pulls[l]->Callback());
+    pulls[l] = std::move(pulls_ahead_[l]);
+    if (pulls[l]) continue;
+    pulls[l] = std::make_shared<Pending>();
+    client_->PullAsync(step, WeightsOf(l), pulls[l]->Callback());
   }
   absl::Status failure;
   auto wait = [&](Pending& p, double& bucket) {
@@ -89,7 +113,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, fl
 
   absl::Time start = absl::Now();
   model_->ComputeLoss(loss, correct);
-  std::vector<std::unique_ptr<Pending>> pushes;
+  std::vector<std::shared_ptr<Pending>> pushes;
   for (int l = layers - 1; l >= 0; --l) {
     model_->BackwardLayer(l);
     if (model_->TensorsOfLayer(l).empty()) continue;
@@ -98,8 +122,20 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, fl
       be.CopyOut(host_grads_[t].data(), model_->grads(t), host_grads_[t].size());
       ins.push_back({t, host_grads_[t].data()});
     }
-    pushes.push_back(std::make_unique<Pending>());
-    client_->PushAsync(step, std::move(ins), pushes.back()->Callback());
+    // Layer l's weights were copied in during forward, so its host buffer is
+    // free for the next step's pull once the push is acknowledged.
+    auto push = std::make_shared<Pending>();
+    std::shared_ptr<Pending> next;
+    if (pull_ahead) pulls_ahead_[l] = next = std::make_shared<Pending>();
+    client_->PushAsync(step, std::move(ins), [this, l, step, push, next](absl::Status s) {
+      if (next && s.ok()) {
+        client_->PullAsync(step + 1, WeightsOf(l), next->Callback());
+      } else if (next) {
+        next->Callback()(s);
+      }
+      push->Callback()(std::move(s));
+    });
+    pushes.push_back(std::move(push));
   }
   split_.compute += Seconds(start);
   for (auto& p : pushes) wait(*p, split_.push_wait);
@@ -108,6 +144,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, fl
 }
 
 absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
+  DrainPullsAhead();
   std::vector<TensorOut> outs;
   for (uint32_t t = 0; t < host_weights_.size(); ++t) outs.push_back({t, host_weights_[t].data()});
   if (absl::Status s = client_->Pull(step, std::move(outs)); !s.ok()) return s;
@@ -144,6 +181,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   TrainSummary summary;
   int64_t step = *start_step;
   const absl::Time run_start = absl::Now();
+  const double cpu_start = CpuSeconds();
   for (int epoch = 0; epoch < options_.epochs; ++epoch) {
     const std::vector<int64_t> shard =
         EpochShard(train_->count, options_.seed, epoch, options_.rank, options_.num_workers);
@@ -165,7 +203,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
                                        shard.begin() + (i + 1) * options_.batch_size);
       float loss = 0;
       int correct = 0;
-      if (absl::Status s = Step(step, batch, &loss, &correct); !s.ok()) {
+      const bool last = epoch + 1 == options_.epochs && i + 1 == steps;
+      if (absl::Status s = Step(step, batch, !last, &loss, &correct); !s.ok()) {
+        DrainPullsAhead();
         return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
       }
       summary.losses.push_back(loss);
@@ -198,7 +238,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     summary.samples += steps * options_.batch_size;
     if (evaluates) {
       absl::StatusOr<double> accuracy = Evaluate(step);
-      if (!accuracy.ok()) return accuracy.status();
+      if (!accuracy.ok()) return accuracy.status();  // Evaluate drained the pulls ahead
       result.test_accuracy = *accuracy;
       summary.final_test_accuracy = *accuracy;
     }
@@ -209,6 +249,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   }
   summary.wall_seconds = Seconds(run_start);
   summary.samples_per_second = summary.samples / summary.wall_seconds;
+  summary.cpu_seconds = CpuSeconds() - cpu_start;
+  summary.bytes_per_step = 2 * model_->layout().TotalBytes();
   summary.split = split_;
   return summary;
 }
@@ -223,6 +265,7 @@ std::string SummaryJson(const TrainSummary& s, const std::string& config_json) {
   return absl::StrCat("{\n  \"config\": ", config_json, ",\n  \"final_test_accuracy\": ", s.final_test_accuracy,
                       ",\n  \"wall_seconds\": ", s.wall_seconds, ",\n  \"steps\": ", s.steps,
                       ",\n  \"samples\": ", s.samples, ",\n  \"samples_per_second\": ", s.samples_per_second,
+                      ",\n  \"cpu_seconds\": ", s.cpu_seconds, ",\n  \"bytes_per_step\": ", s.bytes_per_step,
                       ",\n  \"time_split_seconds\": {\"pull_wait\": ", s.split.pull_wait, ", \"compute\": ",
                       s.split.compute, ", \"push_wait\": ", s.split.push_wait, "},\n  \"epochs\": [\n    ",
                       absl::StrJoin(epochs, ",\n    "), "\n  ]\n}\n");

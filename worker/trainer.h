@@ -46,6 +46,8 @@ struct TrainSummary {
   int64_t samples = 0;
   double wall_seconds = 0;
   double samples_per_second = 0;
+  double cpu_seconds = 0;       // this process, user + system, over the run
+  int64_t bytes_per_step = 0;   // pushed plus pulled payload bytes per step
   TimeSplit split;
   double final_test_accuracy = -1;
   std::vector<float> losses;  // every step's loss, in order.
@@ -62,9 +64,17 @@ class Trainer {
   absl::StatusOr<TrainSummary> Run();
 
  private:
-  absl::Status Step(int64_t step, const std::vector<int64_t>& indices, float* loss, int* correct);
+  struct Pending;
+  // One step. With `pull_ahead`, each layer's pull for the next step leaves
+  // as soon as its push for this step is acknowledged, so weights travel
+  // during the rest of backward.
+  absl::Status Step(int64_t step, const std::vector<int64_t>& indices, bool pull_ahead, float* loss,
+                    int* correct);
   absl::StatusOr<double> Evaluate(int64_t step);
   void LoadBatch(const Dataset& data, const int64_t* indices, int count);
+  std::vector<TensorOut> WeightsOf(int layer);
+  // Waits for the pulls issued ahead: they write host_weights_.
+  void DrainPullsAhead();
 
   const TrainerOptions options_;
   Model* const model_;
@@ -77,6 +87,7 @@ class Trainer {
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
   TimeSplit split_;
+  std::vector<std::shared_ptr<Pending>> pulls_ahead_;  // per layer: in flight for the coming step
 };
 
 // The summary as JSON, with `config` (already JSON) embedded.
