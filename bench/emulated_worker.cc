@@ -37,6 +37,7 @@ ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp.");
 ABSL_FLAG(int, staleness, 0, "ssp staleness.");
 ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk in bytes; must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels per server.");
+ABSL_FLAG(int64_t, in_flight_bytes, 0, "Pushes (and pulls) in flight at once, in bytes; the rest queue by layer (0: no limit).");
 ABSL_FLAG(std::string, layout, "resnet50/10", "resnet50/10, or comma-separated tensor sizes in floats.");
 ABSL_FLAG(double, compute_ms, 190, "Emulated compute time per step (forward + backward).");
 ABSL_FLAG(int, batch_size, 32, "Nominal samples per step, for samples/s.");
@@ -209,6 +210,7 @@ int Run() {
   o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
   o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
   o.layout = *layout;
   absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(o);
   if (!client.ok()) return Fail(client.status());

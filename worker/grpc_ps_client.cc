@@ -19,6 +19,7 @@
 #include "spdlog/spdlog.h"
 #include "worker/delayed_executor.h"
 #include "worker/ps_client.h"
+#include "worker/transfer_queue.h"
 
 namespace shardps {
 
@@ -106,7 +107,10 @@ void SetSession(RawPush& r, uint64_t s) { r.header.set_session_id(s); }
 class GrpcPsClient final : public PsClient {
  public:
   GrpcPsClient(const ClientOptions& options, KeyMap map)
-      : options_(options), key_map_(std::move(map)) {
+      : options_(options),
+        key_map_(std::move(map)),
+        push_queue_(options.in_flight_bytes),
+        pull_queue_(options.in_flight_bytes) {
     for (size_t s = 0; s < options_.servers.size(); ++s) {
       auto conn = std::make_unique<Server>();
       conn->address = options_.servers[s];
@@ -173,6 +177,21 @@ class GrpcPsClient final : public PsClient {
   // Requests go in slots: slot = server * lanes + lane, so that one server
   // can get several requests at once (one per channel; see Lanes()).
   int Lanes() const { return std::max(1, options_.channels_per_server); }
+  // A transfer's place in its queue: its first tensor (earlier layers first).
+  template <typename Tensor>
+  static int64_t Priority(const std::vector<Tensor>& tensors) {
+    int64_t p = INT64_MAX;
+    for (const Tensor& t : tensors) p = std::min<int64_t>(p, t.tensor);
+    return p;
+  }
+  template <typename Tensor>
+  int64_t Bytes(const std::vector<Tensor>& tensors) const {
+    int64_t bytes = 0;
+    for (const Tensor& t : tensors) {
+      if (t.tensor < key_map_.layout().tensors.size()) bytes += key_map_.layout().tensors[t.tensor].NumElements() * 4;
+    }
+    return bytes;
+  }
   // The slot of chunk `c`: its server, and a lane that spreads the server's
   // chunks over its channels in turn (`seen` counts chunks per server).
   size_t SlotOf(const ChunkInfo& c, std::vector<int>& seen) const {
@@ -211,6 +230,7 @@ class GrpcPsClient final : public PsClient {
   const KeyMap key_map_;
   std::vector<std::unique_ptr<Server>> servers_;
   DelayedExecutor executor_;
+  TransferQueue push_queue_, pull_queue_;
   absl::Notification stop_;
   std::thread heartbeats_;
 };
@@ -334,6 +354,7 @@ void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done d
     req->payloads.emplace_back(reinterpret_cast<const char*>(values + c.offset), c.length * 4);
   });
   if (!grouped.ok()) return done(grouped);
+  push_queue_.Submit(Priority(tensors), Bytes(tensors), [this, reqs, done](std::function<void()> finished) {
   FanOut<RawPush, grpc::ByteBuffer>(
       "push", reqs, Lanes(), options_.push_timeout,
       [](Stub* stub, grpc::ClientContext* ctx, const RawPush* rq, grpc::ByteBuffer* rs,
@@ -342,7 +363,11 @@ void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done d
         stub->raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), rs,
                              [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
       },
-      nullptr, std::move(done));
+      nullptr, [finished, done](absl::Status s) {
+        finished();
+        done(std::move(s));
+      });
+  });
 }
 
 void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) {
@@ -366,6 +391,7 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
     (*targets)[slot].push_back({c, values});
   });
   if (!grouped.ok()) return done(grouped);
+  pull_queue_.Submit(Priority(tensors), Bytes(tensors), [this, reqs, targets, done](std::function<void()> finished) {
   FanOut<wire::PullRequest, grpc::ByteBuffer>(
       "pull", reqs, Lanes(), options_.pull_timeout,
       [](Stub* stub, grpc::ClientContext* ctx, const wire::PullRequest* rq, grpc::ByteBuffer* rs,
@@ -399,7 +425,11 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
         }
         return status;
       },
-      std::move(done));
+      [finished, done](absl::Status s) {
+        finished();
+        done(std::move(s));
+      });
+  });
 }
 
 void GrpcPsClient::HeartbeatLoop() {

@@ -29,6 +29,9 @@ struct ClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(100);  // doubles per attempt, up to 2 s.
   absl::Duration heartbeat_interval = absl::Seconds(2);
   int channels_per_server = 1;
+  // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
+  // queue, earliest layer first (worker/transfer_queue.h). 0: no limit.
+  int64_t in_flight_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
 };
 

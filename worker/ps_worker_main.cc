@@ -43,6 +43,8 @@ ABSL_FLAG(absl::Duration, pull_timeout, absl::Seconds(120), "Deadline of one pul
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat when idle this long.");
 ABSL_FLAG(int, channels_per_server, 2,
           "gRPC channels (TCP connections) to each server; a layer's chunks for a server are spread over them.");
+ABSL_FLAG(int64_t, in_flight_bytes, 0,
+          "Bytes of pushes (and of pulls) in flight at once; the rest queue, earliest layer first (0: no limit).");
 ABSL_FLAG(int, rpc_attempts, 8, "Attempts per call when a server is unavailable.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 
@@ -100,6 +102,7 @@ int Run() {
   client_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   client_options.max_attempts = absl::GetFlag(FLAGS_rpc_attempts);
   client_options.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  client_options.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
 
   TrainerOptions trainer_options;
   trainer_options.rank = rank;

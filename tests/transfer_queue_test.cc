@@ -1,0 +1,70 @@
+// TransferQueue: the byte budget is never exceeded (except by a lone
+// transfer larger than it), waiting transfers start earliest layer first
+// (strictly: a later layer never overtakes a waiting earlier one), equal
+// priorities in submission order, and no budget starts everything.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <vector>
+
+#include "worker/transfer_queue.h"
+
+namespace shardps {
+namespace {
+
+// Transfers that finish only when the test says so.
+struct Recorder {
+  std::vector<int> started;
+  std::vector<std::function<void()>> finish;  // by transfer id
+  TransferQueue::Start Transfer(int id) {
+    return [this, id](std::function<void()> finished) {
+      started.push_back(id);
+      finish[id] = std::move(finished);
+    };
+  }
+};
+
+TEST_CASE("the budget holds transfers back; the earliest layer starts first", "[transfer_queue]") {
+  TransferQueue q(100);
+  Recorder r;
+  r.finish.resize(5);
+  q.Submit(5, 60, r.Transfer(0));  // starts: nothing in flight
+  q.Submit(4, 60, r.Transfer(1));  // waits: 60 + 60 > 100
+  q.Submit(9, 30, r.Transfer(2));  // would fit, but waits behind the earlier layer 4 (strict priority)
+  CHECK(r.started == std::vector<int>{0});
+  CHECK(q.in_flight_bytes() == 60);
+  q.Submit(1, 50, r.Transfer(3));  // waits, ahead of 1 and 2
+  q.Submit(1, 50, r.Transfer(4));  // waits, after 3 (same priority)
+  r.finish[0]();                   // 3 and 4 fit together
+  CHECK(r.started == std::vector<int>{0, 3, 4});
+  CHECK(q.in_flight_bytes() == 100);
+  r.finish[3]();  // 50 in flight: 1 (60) does not fit yet
+  CHECK(r.started == std::vector<int>{0, 3, 4});
+  r.finish[4]();  // nothing in flight: 1 starts, then 2 fits beside it
+  CHECK(r.started == std::vector<int>{0, 3, 4, 1, 2});
+  CHECK(q.in_flight_bytes() == 90);
+  r.finish[1]();
+  r.finish[2]();
+  CHECK(q.in_flight_bytes() == 0);
+}
+
+TEST_CASE("a transfer larger than the budget starts when nothing is in flight", "[transfer_queue]") {
+  TransferQueue q(10);
+  Recorder r;
+  r.finish.resize(2);
+  q.Submit(0, 1000, r.Transfer(0));
+  q.Submit(0, 5, r.Transfer(1));
+  CHECK(r.started == std::vector<int>{0});
+  r.finish[0]();
+  CHECK(r.started == std::vector<int>{0, 1});
+}
+
+TEST_CASE("without a budget every transfer starts at once", "[transfer_queue]") {
+  TransferQueue q(0);
+  int started = 0;
+  for (int i = 0; i < 5; ++i) q.Submit(i, 1 << 30, [&](std::function<void()> finished) { ++started; });
+  CHECK(started == 5);
+}
+
+}  // namespace
+}  // namespace shardps
