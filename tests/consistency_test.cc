@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -124,6 +125,24 @@ TEST_CASE("async: concurrent pushes are all applied; the version counts them", "
   REQUIRE(AllEqual(w, -static_cast<float>(kWorkers * kPushes)));  // no update lost
   REQUIRE(cluster.core(0)->Stats().min_version == kWorkers * kPushes);
   REQUIRE(cluster.core(1)->Stats().max_version == kWorkers * kPushes);
+}
+
+TEST_CASE("the server flushes denormal values to zero when it applies a push", "[async]") {
+  // Arithmetic on denormals is many times slower on x86 and their values are
+  // far below any weight's precision: a denormal weight becomes exactly 0.
+  ServerOptions o = SyncOptions(1, 1);
+  o.job.mode = Mode::kAsync;
+  TestCluster cluster(o);
+  auto worker = cluster.Worker(0);
+  const float denormal = 1e-39f;
+  REQUIRE(std::fpclassify(denormal) == FP_SUBNORMAL);
+  auto init = Zeros(SmallLayout());
+  for (auto& t : init) std::fill(t.begin(), t.end(), denormal);
+  REQUIRE(worker->Init(init).ok());
+  REQUIRE(PushAll(*worker, 0, Zeros(SmallLayout())).ok());  // w -= lr * 0
+  auto w = Filled(7);
+  REQUIRE(PullAll(*worker, 1, w).ok());
+  REQUIRE(AllEqual(w, 0.0f));
 }
 
 TEST_CASE("ssp: a pull waits for the slowest worker within the staleness bound", "[ssp]") {
