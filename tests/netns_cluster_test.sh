@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# deploy/netns/netns_cluster: two emulated hosts get their addresses only
+# inside their namespaces, a real ps_server in host 1 serves a push_pull
+# client in host 0 across the shaped link, and `down` leaves nothing behind.
+# Needs root (network namespaces); says SKIPPED otherwise.
+set -uo pipefail
+runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
+cluster=$runfiles/deploy/netns/netns_cluster
+prefix=spstest$$
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/netns.XXXXXX")
+checks=0
+fail() { echo "FAILED: $*"; "$cluster" down --prefix="$prefix"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
+pass() { checks=$((checks + 1)); echo "ok: $*"; }
+if [ "$(id -u)" != 0 ] || ! ip netns list > /dev/null 2>&1; then
+  echo "SKIPPED (not root): netns_cluster_test: network namespaces need root"
+  exit 0
+fi
+trap '"$cluster" down --prefix="$prefix"; rm -rf "$work"' EXIT
+
+"$cluster" up 2 --prefix="$prefix" --rate=200mbit > "$work/up.txt" || fail "up"
+[ "$(ip netns list | grep -c "^$prefix-")" = 3 ] || fail "want 2 host namespaces and a switch"
+ip -o addr | grep -q "10\.77\." && fail "an emulated address leaked outside the namespaces"
+"$cluster" --prefix="$prefix" exec 1 ip -o addr show dev eth0 | grep -q "10.77.0.2/24" || fail "host 1 has no 10.77.0.2"
+pass "two hosts, addresses only inside their namespaces"
+
+"$cluster" --prefix="$prefix" exec 1 "$runfiles/server/ps_server" --mode=async --port=0 --bind_address=10.77.0.2 \
+  --log_level=warn > "$work/server.out" 2>&1 &
+server=$!
+for _ in $(seq 1 100); do grep -q LISTENING "$work/server.out" && break; sleep 0.05; done
+port=$(sed -n 's/^LISTENING port=\([0-9]*\).*/\1/p' "$work/server.out")
+[ -n "$port" ] || fail "server did not start: $(cat "$work/server.out")"
+"$cluster" --prefix="$prefix" exec 0 "$runfiles/bench/push_pull" --servers="10.77.0.2:$port" --sizes_mb=4 --repeats=3 --warmup=1 \
+  --tcp_baseline_mb=0 > "$work/client.txt" 2>&1 || fail "push_pull across hosts: $(cat "$work/client.txt")"
+kill -TERM "$server"; wait "$server"
+# 8 MB per round over a 200 Mbit/s link takes at least 320 ms: the link is shaped.
+ms=$(awk '$1 == "4" {print $3}' "$work/client.txt")
+[ -n "$ms" ] && awk -v ms="$ms" 'BEGIN {exit !(ms >= 300)}' || fail "a round took $ms ms; the 200 Mbit/s link is not shaped"
+pass "a server in host 1 serves a client in host 0 over the shaped link ($ms ms per 8 MB round)"
+
+"$cluster" down --prefix="$prefix"
+[ "$(ip netns list | grep -c "^$prefix-")" = 0 ] || fail "namespaces left after down"
+pass "down removes every namespace"
+echo "All tests passed ($checks assertions in $checks test cases)"
