@@ -13,8 +13,6 @@
 //
 //   emulated_worker --servers=h0:7000,h1:7000 --rank=0 --num_workers=2 --mode=sync \
 //       --layout=resnet50/10 --compute_ms=190 --steps=40 --summary_json=out.json
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -28,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "bench/synthetic_layout.h"
 #include "common/malloc_tuning.h"
+#include "common/process_cpu.h"
 #include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of every server, in server-id order.");
@@ -185,11 +184,6 @@ class EmulatedWorker {
   std::vector<std::shared_ptr<Pending>> pulls_;   // per bucket: in flight for the coming step
 };
 
-double CpuSeconds() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 int Fail(const absl::Status& s) {
   fprintf(stderr, "emulated_worker %d: %s\n", absl::GetFlag(FLAGS_rank), std::string(s.message()).c_str());
@@ -228,7 +222,7 @@ int Run() {
     if (absl::Status s = worker.Step(*step, pull_ahead, warm); !s.ok()) return Fail(s);
   }
   const int steps = absl::GetFlag(FLAGS_steps);
-  const double cpu_start = CpuSeconds();
+  const double cpu_start = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   for (int i = 0; i < steps; ++i, ++*step) {
     const absl::Status s = worker.Step(*step, pull_ahead && i + 1 < steps, split);
@@ -237,7 +231,7 @@ int Run() {
       return Fail(s);
     }
   }
-  const double wall = Since(start), cpu = CpuSeconds() - cpu_start;
+  const double wall = Since(start), cpu = ProcessCpuSeconds() - cpu_start;
   const double samples_per_s = steps * absl::GetFlag(FLAGS_batch_size) / wall;
   printf("rank %d: %d steps in %.2f s: %.1f samples/s, per step %.1f ms compute, %.1f ms pull wait, %.1f ms push wait\n",
          o.rank, steps, wall, samples_per_s, 1e3 * split.compute / steps, 1e3 * split.pull_wait / steps,

@@ -11,7 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/malloc_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -21,6 +20,7 @@
 #include "absl/synchronization/barrier.h"
 #include "absl/time/clock.h"
 #include "bench/tcp_stream.h"
+#include "common/malloc_tuning.h"
 #include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of the servers (an async job of --clients workers).");

@@ -5,12 +5,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/malloc_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "server/parameter_server.h"
 #include "server/ps_server_host.h"
 #include "spdlog/spdlog.h"

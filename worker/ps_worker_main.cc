@@ -4,15 +4,15 @@
 #include <string>
 #include <vector>
 
-#include "common/malloc_tuning.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
 #include "common/logging.h"
-#include "spdlog/spdlog.h"
+#include "common/malloc_tuning.h"
 #include "kernels/cuda_context.h"
+#include "spdlog/spdlog.h"
 #include "worker/cuda_backend.h"
 #include "worker/dataset.h"
 #include "worker/model.h"

@@ -1,13 +1,12 @@
 #include "worker/trainer.h"
 
-#include <sys/resource.h>
-
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/process_cpu.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -15,11 +14,6 @@ namespace {
 
 double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
 
-double CpuSeconds() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 }  // namespace
 
@@ -181,7 +175,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   TrainSummary summary;
   int64_t step = *start_step;
   const absl::Time run_start = absl::Now();
-  const double cpu_start = CpuSeconds();
+  const double cpu_start = ProcessCpuSeconds();
   for (int epoch = 0; epoch < options_.epochs; ++epoch) {
     const std::vector<int64_t> shard =
         EpochShard(train_->count, options_.seed, epoch, options_.rank, options_.num_workers);
@@ -249,7 +243,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   }
   summary.wall_seconds = Seconds(run_start);
   summary.samples_per_second = summary.samples / summary.wall_seconds;
-  summary.cpu_seconds = CpuSeconds() - cpu_start;
+  summary.cpu_seconds = ProcessCpuSeconds() - cpu_start;
   summary.bytes_per_step = 2 * model_->layout().TotalBytes();
   summary.split = split_;
   return summary;
