@@ -34,7 +34,7 @@ ABSL_FLAG(int, rank, 0, "This worker's rank.");
 ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
 ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp.");
 ABSL_FLAG(int, staleness, 0, "ssp staleness.");
-ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk in bytes; must match the servers.");
+ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk in bytes; must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels per server.");
 ABSL_FLAG(int64_t, in_flight_bytes, 0, "Pushes (and pulls) in flight at once, in bytes; the rest queue by layer (0: no limit).");
 ABSL_FLAG(std::string, layout, "resnet50/10", "resnet50/10, or comma-separated tensor sizes in floats.");

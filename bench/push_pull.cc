@@ -28,7 +28,7 @@ ABSL_FLAG(int, clients, 1, "Client threads, one worker rank each; must equal the
 ABSL_FLAG(std::string, sizes_mb, "4,16,64", "Tensor sizes in MB (10^6 bytes, rounded to floats).");
 ABSL_FLAG(int, repeats, 20, "Timed rounds per size; the median is reported.");
 ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
-ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Must match the servers.");
+ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
 ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip).");
 

@@ -18,7 +18,7 @@ std::string ModeName(Mode mode);
 wire::Mode ModeToProto(Mode mode);
 absl::StatusOr<Mode> ModeFromProto(wire::Mode mode);
 
-inline constexpr int64_t kDefaultPartitionBytes = 4 << 20;
+inline constexpr int64_t kDefaultPartitionBytes = 2 << 20;
 
 struct JobView {
   Mode mode = Mode::kSync;

@@ -22,7 +22,7 @@ ABSL_FLAG(int, num_servers, 1, "Servers in the job.");
 ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
 ABSL_FLAG(std::string, mode, "sync", "Consistency: sync (BSP), async (ASP) or ssp (bounded staleness).");
 ABSL_FLAG(int, staleness, 0, "ssp: a pull at clock c waits until the slowest live worker is at c - staleness.");
-ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk (key) in bytes; a multiple of 4.");
+ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk (key) in bytes; a multiple of 4.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
 ABSL_FLAG(double, lr, 0.1, "Base learning rate.");
 ABSL_FLAG(double, momentum, 0.0, "SGD momentum in [0, 1).");

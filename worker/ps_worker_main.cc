@@ -24,7 +24,7 @@ ABSL_FLAG(int, rank, 0, "This worker's rank in [0, num_workers).");
 ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
 ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp; must match the servers.");
 ABSL_FLAG(int, staleness, 0, "ssp staleness; must match the servers.");
-ABSL_FLAG(int64_t, partition_bytes, 4 << 20, "Largest chunk in bytes; must match the servers.");
+ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk in bytes; must match the servers.");
 ABSL_FLAG(std::string, model, "mlp", "mlp (784-256-128-10) or cnn (two conv+pool layers, dense 128, dense 10).");
 ABSL_FLAG(std::string, data_dir, "/usr/share/datasets/fashion-mnist", "Directory of the IDX (gzip) files.");
 ABSL_FLAG(int64_t, synthetic, 0, "Train on this many synthetic samples instead of --data_dir (benchmarks).");
