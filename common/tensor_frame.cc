@@ -18,7 +18,8 @@ grpc::Slice HeaderSlice(const google::protobuf::MessageLite& header) {
 }
 
 void NoRelease(void*) {}
-void DeleteString(void* s) { delete static_cast<std::string*>(s); }
+using SharedFloats = std::shared_ptr<const std::vector<float>>;
+void ReleaseShared(void* holder) { delete static_cast<SharedFloats*>(holder); }
 
 }  // namespace
 
@@ -33,16 +34,16 @@ grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::vector<std::string> payloads) {
+grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::vector<SharedFloats> payloads) {
   std::vector<grpc::Slice> slices;
   slices.reserve(payloads.size() + 1);
   slices.push_back(HeaderSlice(header));
-  for (std::string& p : payloads) {
-    if (p.empty()) continue;
-    auto owned = std::make_unique<std::string>(std::move(p));
-    char* data = owned->data();
-    const size_t size = owned->size();
-    slices.emplace_back(data, size, &DeleteString, owned.release());
+  for (SharedFloats& p : payloads) {
+    if (p == nullptr || p->empty()) continue;
+    auto holder = std::make_unique<SharedFloats>(std::move(p));
+    void* data = const_cast<float*>((*holder)->data());
+    const size_t size = (*holder)->size() * sizeof(float);
+    slices.emplace_back(data, size, &ReleaseShared, holder.release());
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
 }

@@ -26,8 +26,10 @@ inline constexpr char kRawPullMethod[] = "/shardps.wire.RawTensors/Pull";
 // unchanged until gRPC is done with the buffer (the call has completed).
 grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
                              const std::vector<absl::string_view>& payloads);
-// A frame that owns its payloads (moved in; freed with the last slice).
-grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::vector<std::string> payloads);
+// A frame that shares its payloads: each slice holds a reference to its
+// buffer until gRPC releases the slice (no copy).
+grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
+                             std::vector<std::shared_ptr<const std::vector<float>>> payloads);
 
 // A received frame: parses the header, then hands out the payload in order.
 class FrameReader {

@@ -1,10 +1,15 @@
 // The state of one key (chunk) on its server: weights, optimizer slots,
 // version, and the sync-mode gradient buffer. Each key has its own lock.
+//
+// Weights are copy-on-write: a pull takes a reference to the current buffer
+// (no copy) and sends it; a writer that finds the buffer still referenced
+// by a pull in flight writes a copy instead (MutableWeights).
 #ifndef SHARDPS_SERVER_KEY_STATE_H_
 #define SHARDPS_SERVER_KEY_STATE_H_
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -16,7 +21,7 @@ namespace shardps {
 struct KeyState {
   KeyState(const ChunkInfo& chunk, int num_slots, int num_workers)
       : info(chunk),
-        weights(chunk.length),
+        weights(std::make_shared<std::vector<float>>(chunk.length)),
         slots(num_slots, std::vector<float>(chunk.length)),
         last_pushed_step(num_workers, -1) {}
   KeyState(const KeyState&) = delete;
@@ -26,7 +31,14 @@ struct KeyState {
   const ChunkInfo info;
 
   absl::Mutex mu;
-  std::vector<float> weights ABSL_GUARDED_BY(mu);
+  std::shared_ptr<std::vector<float>> weights ABSL_GUARDED_BY(mu);
+  // The weights to write in place: the buffer itself when no pull holds it,
+  // else a fresh copy that replaces it (the pull keeps the old one).
+  std::vector<float>& MutableWeights() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    // Only pulls copy the pointer, under mu, so a count of 1 cannot grow here.
+    if (weights.use_count() > 1) weights = std::make_shared<std::vector<float>>(*weights);
+    return *weights;
+  }
   std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
   // Optimizer steps applied. Written under mu; read without it by waiters.
   std::atomic<int64_t> version{0};

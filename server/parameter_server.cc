@@ -307,7 +307,7 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
   InstallKeys(*std::move(map));
   for (auto& k : keys_) {
     absl::MutexLock key_lock(&k->mu);
-    CopyPayload(given[k->info.key]->pieces, reinterpret_cast<char*>(k->weights.data()));
+    CopyPayload(given[k->info.key]->pieces, reinterpret_cast<char*>(k->MutableWeights().data()));
   }
   spdlog::info("initialised by worker {}: {} keys, {} bytes of layout {{{}}}", *rank, keys_.size(),
                key_map_->BytesOfServer(options_.server_id), LayoutDebugString(layout));
@@ -447,9 +447,10 @@ void ParameterServerImpl::ApplyTimed(KeyState& k, const PayloadPieces& grad) {
   const FlushDenormals flush;
   const absl::Time start = absl::Now();
   absl::InlinedVector<float*, 2> slots(k.slots.size());
+  float* weights = k.MutableWeights().data();
   ForEachFloatBlock(grad, [&](int64_t first, const float* values, int64_t n) {
     for (size_t s = 0; s < slots.size(); ++s) slots[s] = k.slots[s].data() + first;
-    optimizer_->Apply(k.version, n, values, k.weights.data() + first, slots.data());
+    optimizer_->Apply(k.version, n, values, weights + first, slots.data());
   });
   k.version.fetch_add(1);
   apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));
@@ -486,13 +487,13 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
   out.reserve(pull.keys.size());
   for (const ChunkKey& key : pull.keys) {
     KeyState& k = *by_key_.at(key);
-    PulledChunk chunk{key, 0, std::string()};
+    PulledChunk chunk{key, 0, nullptr};
     {
       absl::MutexLock lock(&k.mu);
       chunk.version = k.version;
-      chunk.data.assign(reinterpret_cast<const char*>(k.weights.data()), k.info.length * 4);
+      chunk.weights = k.weights;
     }
-    bytes_pulled_.fetch_add(static_cast<int64_t>(chunk.data.size()));
+    bytes_pulled_.fetch_add(static_cast<int64_t>(chunk.weights->size() * sizeof(float)));
     out.push_back(std::move(chunk));
   }
   pulls_.fetch_add(1);
@@ -562,7 +563,7 @@ absl::StatusOr<ShardSnapshot> ParameterServerImpl::Snapshot(bool require_equal_v
   shard.optimizer = OptimizerName(options_.optimizer.kind);
   for (auto& k : keys_) {
     absl::MutexLock lock(&k->mu);
-    shard.keys.push_back(KeySnapshot{k->info.key, k->version, k->weights, k->slots});
+    shard.keys.push_back(KeySnapshot{k->info.key, k->version, *k->weights, k->slots});
   }
   if (require_equal_versions) {
     for (const KeySnapshot& k : shard.keys) {
@@ -652,7 +653,7 @@ absl::Status ParameterServerImpl::Restore() {
         s.slots.size() != k.slots.size()) {
       return absl::DataLossError(absl::StrCat("checkpoint ", path, " does not match key ", KeyName(k.info.key)));
     }
-    k.weights = std::move(s.weights);
+    k.weights = std::make_shared<std::vector<float>>(std::move(s.weights));
     k.slots = std::move(s.slots);
     k.version = s.version;
   }

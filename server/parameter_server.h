@@ -40,7 +40,9 @@ struct ChunkPayload {
 struct PulledChunk {
   ChunkKey key;
   int64_t version = 0;
-  std::string data;  // raw little-endian float32.
+  // The key's weights at `version`, shared with the server (never written
+  // while referenced: see server/key_state.h).
+  std::shared_ptr<const std::vector<float>> weights;
 };
 
 struct Registration {

@@ -87,7 +87,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx, cons
                     out->mutable_key()->set_chunk(c.key.chunk);
                     out->set_dtype(wire::DTYPE_FLOAT32);
                     out->set_version(c.version);
-                    out->set_data(std::move(c.data));
+                    out->set_data(reinterpret_cast<const char*>(c.weights->data()), c.weights->size() * sizeof(float));
                   }
                 }
                 reactor->Finish(ToGrpcStatus(chunks.status()));

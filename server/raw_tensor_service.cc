@@ -112,7 +112,7 @@ class PullReactor final : public UnaryReactor {
                 [this](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (!chunks.ok()) return Reply(chunks.status());
                   wire::PullResponse resp;
-                  std::vector<std::string> payloads;
+                  std::vector<std::shared_ptr<const std::vector<float>>> payloads;
                   payloads.reserve(chunks->size());
                   for (PulledChunk& c : *chunks) {
                     wire::Chunk* out = resp.add_chunks();
@@ -120,8 +120,8 @@ class PullReactor final : public UnaryReactor {
                     out->mutable_key()->set_chunk(c.key.chunk);
                     out->set_dtype(wire::DTYPE_FLOAT32);
                     out->set_version(c.version);
-                    out->set_raw_bytes(static_cast<int64_t>(c.data.size()));
-                    payloads.push_back(std::move(c.data));
+                    out->set_raw_bytes(static_cast<int64_t>(c.weights->size() * sizeof(float)));
+                    payloads.push_back(std::move(c.weights));
                   }
                   Reply(absl::OkStatus(), EncodeFrame(resp, std::move(payloads)));
                 });

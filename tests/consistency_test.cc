@@ -127,6 +127,33 @@ TEST_CASE("async: concurrent pushes are all applied; the version counts them", "
   REQUIRE(cluster.core(1)->Stats().max_version == kWorkers * kPushes);
 }
 
+TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write)", "[async]") {
+  ServerOptions o = SyncOptions(1, 2);
+  o.job.mode = Mode::kAsync;
+  TestCluster cluster(o);
+  auto worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  ParameterServer* core = cluster.core(0);
+  JobView view = o.job;
+  view.layout_hash = LayoutHash(SmallLayout());
+  absl::StatusOr<Registration> reg = core->Register(1, view);
+  REQUIRE(reg.ok());
+  auto pull_key0 = [&] {
+    std::shared_ptr<const std::vector<float>> weights;
+    core->Pull(reg->session_id, 0, {{0, 0}}, absl::InfiniteFuture(),
+               [&](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+                 REQUIRE(chunks.ok());
+                 weights = (*chunks)[0].weights;
+               });
+    REQUIRE(weights != nullptr);  // async pulls answer at once, on this thread
+    return weights;
+  };
+  const auto before = pull_key0();  // held, as a pull in flight holds it
+  REQUIRE(PushAll(*worker, 0, Filled(2)).ok());
+  CHECK(*before == std::vector<float>(4, 0.0f));   // not written under the pull
+  CHECK(*pull_key0() == std::vector<float>(4, -2.0f));
+}
+
 TEST_CASE("the server flushes denormal values to zero when it applies a push", "[async]") {
   // Arithmetic on denormals is many times slower on x86 and their values are
   // far below any weight's precision: a denormal weight becomes exactly 0.

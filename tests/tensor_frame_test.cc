@@ -78,17 +78,22 @@ TEST_CASE("a frame round-trips through any slicing, by copy, view and pieces", "
   }
 }
 
-TEST_CASE("a frame that owns its payloads keeps them alive", "[frame]") {
+TEST_CASE("a frame that shares its payloads holds them until gRPC lets go", "[frame]") {
   wire::PullResponse h;
   h.add_chunks()->set_raw_bytes(8);
-  std::vector<std::string> owned = {std::string("abcdefgh")};
-  const grpc::ByteBuffer frame = EncodeFrame(h, std::move(owned));
-  wire::PullResponse got;
-  auto reader = FrameReader::Parse(Resliced(frame, 5), &got);
-  REQUIRE(reader.ok());
-  char out[8];
-  (*reader)->CopyNext(8, out);
-  CHECK(std::string(out, 8) == "abcdefgh");
+  auto weights = std::make_shared<const std::vector<float>>(std::vector<float>{1.5f, -2.0f});
+  {
+    const grpc::ByteBuffer frame = EncodeFrame(h, std::vector<std::shared_ptr<const std::vector<float>>>{weights});
+    CHECK(weights.use_count() == 2);  // the slice holds one reference, no copy
+    wire::PullResponse got;
+    auto reader = FrameReader::Parse(Resliced(frame, 5), &got);
+    REQUIRE(reader.ok());
+    float out[2];
+    (*reader)->CopyNext(8, reinterpret_cast<char*>(out));
+    CHECK(out[0] == 1.5f);
+    CHECK(out[1] == -2.0f);
+  }
+  CHECK(weights.use_count() == 1);  // released with the last slice
 }
 
 TEST_CASE("malformed frames are refused with INVALID_ARGUMENT", "[frame]") {
