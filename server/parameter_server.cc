@@ -63,22 +63,24 @@ class FlushDenormals {
   const unsigned saved_;
 };
 
-// Index of the first non-finite value, or -1. Blocks are checked without
-// branches (the exponent bits are all ones only for NaN and Inf), so the
-// common all-finite case runs at memory speed.
-int64_t FirstNonFinite(const float* v, int64_t n) {
+// Index of the first non-finite value among n floats stored at `bytes`
+// (any alignment), or -1. Blocks are checked without branches (the exponent
+// bits are all ones only for NaN and Inf), so the common all-finite case runs
+// at memory speed.
+int64_t FirstNonFinite(const char* bytes, int64_t n) {
   constexpr int64_t kBlock = 4096;
+  auto non_finite = [bytes](int64_t i) {
+    uint32_t bits;
+    std::memcpy(&bits, bytes + 4 * i, 4);
+    return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  };
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t end = std::min(n, start + kBlock);
     uint32_t any = 0;
-    for (int64_t i = start; i < end; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &v[i], 4);
-      any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    }
+    for (int64_t i = start; i < end; ++i) any |= non_finite(i);
     if (any == 0) continue;
     for (int64_t i = start; i < end; ++i) {
-      if (!std::isfinite(v[i])) return i;
+      if (non_finite(i)) return i;
     }
   }
   return -1;
@@ -106,7 +108,7 @@ absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_
                                                    " bytes; want ", length * 4));
   }
   int64_t bad = -1;
-  ForEachFloatBlock(chunk.pieces, [&](int64_t first, const float* values, int64_t n) {
+  ForEachFloatRun(chunk.pieces, [&](int64_t first, const char* values, int64_t n) {
     if (bad >= 0) return;
     const int64_t at = FirstNonFinite(values, n);
     if (at >= 0) bad = first + at;

@@ -66,6 +66,37 @@ void ForEachFloatBlock(const PayloadPieces& pieces, Fn fn) {
   }
 }
 
+// Calls fn(first, bytes, count) for consecutive runs of whole floats as raw
+// bytes at any alignment (read them with memcpy), in order; a float split
+// across pieces comes alone from a small buffer. No bounce copies: for
+// read-only passes such as validation.
+template <typename Fn>
+void ForEachFloatRun(const PayloadPieces& pieces, Fn fn) {
+  char carry[4];
+  size_t carried = 0;
+  int64_t first = 0;
+  for (absl::string_view piece : pieces) {
+    const char* p = piece.data();
+    size_t left = piece.size();
+    if (carried > 0) {
+      const size_t take = std::min(4 - carried, left);
+      std::memcpy(carry + carried, p, take);
+      carried += take;
+      p += take;
+      left -= take;
+      if (carried < 4) continue;
+      fn(first++, static_cast<const char*>(carry), int64_t{1});
+      carried = 0;
+    }
+    const int64_t whole = static_cast<int64_t>(left / 4);
+    if (whole > 0) fn(first, p, whole);
+    first += whole;
+    p += whole * 4;
+    carried = piece.data() + piece.size() - p;
+    std::memcpy(carry, p, carried);
+  }
+}
+
 // Copies the payload to dst (PayloadBytes(pieces) bytes).
 inline void CopyPayload(const PayloadPieces& pieces, char* dst) {
   for (absl::string_view p : pieces) {

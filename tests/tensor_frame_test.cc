@@ -44,7 +44,7 @@ wire::PushRequest Header(const std::vector<int64_t>& bytes) {
   return h;
 }
 
-TEST_CASE("a frame round-trips through any slicing, by copy, view and pieces", "[frame]") {
+TEST_CASE("a frame round-trips through any slicing, by copy, view, pieces, blocks and runs", "[frame]") {
   const std::vector<float> a = Iota(1001), b = Iota(37);
   const std::vector<absl::string_view> payloads = {
       {reinterpret_cast<const char*>(a.data()), a.size() * 4}, {reinterpret_cast<const char*>(b.data()), b.size() * 4}};
@@ -71,6 +71,16 @@ TEST_CASE("a frame round-trips through any slicing, by copy, view and pieces", "
     });
     CHECK(covered == static_cast<int64_t>(a.size()));
     CHECK(back == a);
+    // The same pieces as raw runs (read-only passes: no bounce copies).
+    std::vector<float> runs(a.size(), -1);
+    int64_t run_covered = 0;
+    ForEachFloatRun(pieces, [&](int64_t first, const char* bytes, int64_t n) {
+      REQUIRE(first == run_covered);
+      std::memcpy(&runs[first], bytes, n * 4);
+      run_covered += n;
+    });
+    CHECK(run_covered == static_cast<int64_t>(a.size()));
+    CHECK(runs == a);
     const absl::string_view second = (*reader)->Next(148);
     REQUIRE(reinterpret_cast<uintptr_t>(second.data()) % alignof(float) == 0);
     CHECK(std::memcmp(second.data(), b.data(), 148) == 0);
