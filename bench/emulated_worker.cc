@@ -27,6 +27,7 @@
 #include "bench/synthetic_layout.h"
 #include "common/malloc_tuning.h"
 #include "common/process_cpu.h"
+#include "worker/pending_call.h"
 #include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of every server, in server-id order.");
@@ -50,17 +51,6 @@ ABSL_FLAG(bool, pull_ahead, true, "Pull a tensor for the next step as soon as it
 
 namespace shardps {
 namespace {
-
-struct Pending {
-  absl::Notification done;
-  absl::Status status;
-  PsClient::Done Callback() {
-    return [this](absl::Status s) {
-      status = std::move(s);
-      done.Notify();
-    };
-  }
-};
 
 struct Split {
   double pull_wait = 0, compute = 0, push_wait = 0;
@@ -105,7 +95,7 @@ class EmulatedWorker {
     const int n = static_cast<int>(buckets_.size());
     for (int t = 0; t < n; ++t) {
       if (pulls_[t]) continue;  // pulled ahead by the last step
-      pulls_[t] = std::make_shared<Pending>();
+      pulls_[t] = std::make_shared<PendingCall>();
       client_->PullAsync(step, Outs(t), pulls_[t]->Callback());
     }
     absl::Status failure;
@@ -125,26 +115,14 @@ class EmulatedWorker {
       split.compute += Since(start);
     }
     if (!failure.ok()) return failure;
-    std::vector<std::shared_ptr<Pending>> pushes(n);
+    std::vector<std::shared_ptr<PendingCall>> pushes(n);
     const absl::Time start = absl::Now();
     compute_end = start;
     for (int t = n - 1; t >= 0; --t) {  // backward: two thirds, pushing as it goes
       compute_end += share_[t] * 2 / 3;
       ComputeUntil(compute_end);
-      pushes[t] = std::make_shared<Pending>();
-      std::shared_ptr<Pending> next;
-      if (pull_ahead) pulls_[t] = next = std::make_shared<Pending>();
-      client_->PushAsync(step, Ins(t),
-                         [this, t, step, push = pushes[t], next](absl::Status s) {
-                           if (next) {
-                             if (s.ok()) {
-                               client_->PullAsync(step + 1, Outs(t), next->Callback());
-                             } else {
-                               next->Callback()(s);
-                             }
-                           }
-                           push->Callback()(std::move(s));
-                         });
+      if (pull_ahead) pulls_[t] = std::make_shared<PendingCall>();
+      pushes[t] = PushThenPullAhead(*client_, step, Ins(t), Outs(t), pulls_[t]);
     }
     split.compute += Since(start);
     const absl::Time wait = absl::Now();
@@ -181,7 +159,7 @@ class EmulatedWorker {
   std::vector<std::vector<float>> weights_, grads_;
   std::vector<std::vector<uint32_t>> buckets_;    // tensor indices, in forward order
   std::vector<absl::Duration> share_;             // per bucket: its part of the compute time
-  std::vector<std::shared_ptr<Pending>> pulls_;   // per bucket: in flight for the coming step
+  std::vector<std::shared_ptr<PendingCall>> pulls_;   // per bucket: in flight for the coming step
 };
 
 

@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/process_cpu.h"
+#include "worker/pending_call.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -16,18 +17,6 @@ double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - si
 
 
 }  // namespace
-
-// The completion of one asynchronous pull or push.
-struct Trainer::Pending {
-  absl::Notification done;
-  absl::Status status;
-  PsClient::Done Callback() {
-    return [this](absl::Status s) {
-      status = std::move(s);
-      done.Notify();
-    };
-  }
-};
 
 Trainer::Trainer(const TrainerOptions& options, Model* model, PsClient* client, const Dataset* train,
                  const Dataset* test)
@@ -69,16 +58,16 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
   Backend& be = model_->backend();
   // Every layer's weights are in flight from here on (pulled ahead by the last
   // step, or pulled now in forward order); forward waits per layer.
-  std::vector<std::shared_ptr<Pending>> pulls(layers);
+  std::vector<std::shared_ptr<PendingCall>> pulls(layers);
   for (int l = 0; l < layers; ++l) {
     if (model_->TensorsOfLayer(l).empty()) continue;
     pulls[l] = std::move(pulls_ahead_[l]);
     if (pulls[l]) continue;
-    pulls[l] = std::make_shared<Pending>();
+    pulls[l] = std::make_shared<PendingCall>();
     client_->PullAsync(step, WeightsOf(l), pulls[l]->Callback());
   }
   absl::Status failure;
-  auto wait = [&](Pending& p, double& bucket) {
+  auto wait = [&](PendingCall& p, double& bucket) {
     const absl::Time start = absl::Now();
     p.done.WaitForNotification();
     bucket += Seconds(start);
@@ -107,7 +96,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
 
   absl::Time start = absl::Now();
   model_->ComputeLoss(loss, correct);
-  std::vector<std::shared_ptr<Pending>> pushes;
+  std::vector<std::shared_ptr<PendingCall>> pushes;
   for (int l = layers - 1; l >= 0; --l) {
     model_->BackwardLayer(l);
     if (model_->TensorsOfLayer(l).empty()) continue;
@@ -118,18 +107,8 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
     }
     // Layer l's weights were copied in during forward, so its host buffer is
     // free for the next step's pull once the push is acknowledged.
-    auto push = std::make_shared<Pending>();
-    std::shared_ptr<Pending> next;
-    if (pull_ahead) pulls_ahead_[l] = next = std::make_shared<Pending>();
-    client_->PushAsync(step, std::move(ins), [this, l, step, push, next](absl::Status s) {
-      if (next && s.ok()) {
-        client_->PullAsync(step + 1, WeightsOf(l), next->Callback());
-      } else if (next) {
-        next->Callback()(s);
-      }
-      push->Callback()(std::move(s));
-    });
-    pushes.push_back(std::move(push));
+    if (pull_ahead) pulls_ahead_[l] = std::make_shared<PendingCall>();
+    pushes.push_back(PushThenPullAhead(*client_, step, std::move(ins), WeightsOf(l), pulls_ahead_[l]));
   }
   split_.compute += Seconds(start);
   for (auto& p : pushes) wait(*p, split_.push_wait);

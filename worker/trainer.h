@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "worker/dataset.h"
 #include "worker/model.h"
+#include "worker/pending_call.h"
 #include "worker/ps_client.h"
 
 namespace shardps {
@@ -64,7 +65,6 @@ class Trainer {
   absl::StatusOr<TrainSummary> Run();
 
  private:
-  struct Pending;
   // One step. With `pull_ahead`, each layer's pull for the next step leaves
   // as soon as its push for this step is acknowledged, so weights travel
   // during the rest of backward.
@@ -87,7 +87,7 @@ class Trainer {
   std::vector<float> batch_images_;
   std::vector<int32_t> batch_labels_;
   TimeSplit split_;
-  std::vector<std::shared_ptr<Pending>> pulls_ahead_;  // per layer: in flight for the coming step
+  std::vector<std::shared_ptr<PendingCall>> pulls_ahead_;  // per layer: in flight for the coming step
 };
 
 // The summary as JSON, with `config` (already JSON) embedded.

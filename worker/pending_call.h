@@ -1,0 +1,35 @@
+// Waiting for the PsClient's asynchronous calls, and the push that pulls its
+// tensors ahead for the next step. Shared by the trainer and the emulated
+// worker, which drive steps the same way.
+#ifndef SHARDPS_WORKER_PENDING_CALL_H_
+#define SHARDPS_WORKER_PENDING_CALL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "worker/ps_client.h"
+
+namespace shardps {
+
+// The completion of one asynchronous push or pull: wait on `done`, then
+// read `status`.
+struct PendingCall {
+  absl::Notification done;
+  absl::Status status;
+  PsClient::Done Callback();
+};
+
+// Pushes `grads` for `step` and returns the push's completion. With
+// `pull_ahead`, once the push is acknowledged the pull of `weights` for
+// step + 1 leaves into it (on a failed push it gets the push's error), so
+// weights travel while the caller computes the rest of the step.
+std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, int64_t step, std::vector<TensorIn> grads,
+                                               std::vector<TensorOut> weights,
+                                               std::shared_ptr<PendingCall> pull_ahead);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_WORKER_PENDING_CALL_H_
