@@ -1,5 +1,7 @@
 #include "common/tensor_frame.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +48,14 @@ grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::v
     slices.emplace_back(data, size, &ReleaseShared, holder.release());
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+grpc::ByteBuffer MessageBuffer(const google::protobuf::MessageLite& message) {
+  grpc::ByteBuffer buffer;
+  bool own_buffer;
+  // Fails only for a message over 2 GB, which gRPC could not send anyway.
+  grpc::SerializationTraits<google::protobuf::MessageLite>::Serialize(message, &buffer, &own_buffer);
+  return buffer;
 }
 
 absl::StatusOr<std::unique_ptr<FrameReader>> FrameReader::Parse(const grpc::ByteBuffer& buffer,

@@ -31,6 +31,10 @@ grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
 grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
                              std::vector<std::shared_ptr<const std::vector<float>>> payloads);
 
+// A plain protobuf message as a buffer (the push response, the pull request),
+// serialised by gRPC's own protobuf serialiser.
+grpc::ByteBuffer MessageBuffer(const google::protobuf::MessageLite& message);
+
 // A received frame: parses the header, then hands out the payload in order.
 class FrameReader {
  public:

@@ -1,5 +1,7 @@
 #include "server/raw_tensor_service.h"
 
+#include <grpcpp/impl/codegen/proto_utils.h>
+
 #include <chrono>
 #include <memory>
 
@@ -49,12 +51,6 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   grpc::ByteBuffer response_;
 };
 
-grpc::ByteBuffer SerializeMessage(const google::protobuf::MessageLite& m) {
-  const std::string bytes = m.SerializeAsString();
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
 class PushReactor final : public UnaryReactor {
  public:
   using UnaryReactor::UnaryReactor;
@@ -86,7 +82,7 @@ class PushReactor final : public UnaryReactor {
     if (!outcomes.ok()) return Reply(outcomes.status());
     wire::PushResponse resp;
     for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
-    Reply(absl::OkStatus(), SerializeMessage(resp));
+    Reply(absl::OkStatus(), MessageBuffer(resp));
   }
 };
 
@@ -97,12 +93,7 @@ class PullReactor final : public UnaryReactor {
  private:
   void Handle() override {
     wire::PullRequest req;
-    std::vector<grpc::Slice> slices;
-    std::string bytes;
-    if (request_.Dump(&slices).ok()) {
-      for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-    if (!req.ParseFromString(bytes)) {
+    if (!grpc::SerializationTraits<wire::PullRequest>::Deserialize(&request_, &req).ok()) {
       return Refuse(absl::InvalidArgumentError("raw pull request does not parse as PullRequest"));
     }
     std::vector<ChunkKey> keys;

@@ -396,9 +396,7 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
       "pull", reqs, Lanes(), options_.pull_timeout,
       [](Stub* stub, grpc::ClientContext* ctx, const wire::PullRequest* rq, grpc::ByteBuffer* rs,
          std::function<void(grpc::Status)> cb) {
-        const std::string bytes = rq->SerializeAsString();
-        grpc::Slice slice(bytes);
-        auto request = std::make_shared<grpc::ByteBuffer>(&slice, 1);
+        auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*rq));
         stub->raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), rs,
                              [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
       },
