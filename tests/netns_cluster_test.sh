@@ -26,9 +26,7 @@ pass "two hosts, addresses only inside their namespaces"
 "$cluster" --prefix="$prefix" exec 1 "$runfiles/server/ps_server" --mode=async --port=0 --bind_address=10.77.0.2 \
   --log_level=warn > "$work/server.out" 2>&1 &
 server=$!
-for _ in $(seq 1 100); do grep -q LISTENING "$work/server.out" && break; sleep 0.05; done
-port=$(sed -n 's/^LISTENING port=\([0-9]*\).*/\1/p' "$work/server.out")
-[ -n "$port" ] || fail "server did not start: $(cat "$work/server.out")"
+port=$("$runfiles/deploy/listening_port" "$work/server.out" "$server") || fail "server did not start: $(cat "$work/server.out")"
 "$cluster" --prefix="$prefix" exec 0 "$runfiles/bench/push_pull" --servers="10.77.0.2:$port" --sizes_mb=4 --repeats=3 --warmup=1 \
   --tcp_baseline_mb=0 > "$work/client.txt" 2>&1 || fail "push_pull across hosts: $(cat "$work/client.txt")"
 kill -TERM "$server"; wait "$server"
