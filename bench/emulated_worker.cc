@@ -11,8 +11,9 @@
 // With --pull_ahead (default), as in ps_worker, a tensor's pull for the
 // next step leaves as soon as its push is acknowledged.
 //
-//   emulated_worker --servers=h0:7000,h1:7000 --rank=0 --num_workers=2 --mode=sync \
+//   emulated_worker --servers=h0:7000,h1:7000 --rank=0 --num_workers=2 --mode=sync
 //       --layout=resnet50/10 --compute_ms=190 --steps=40 --summary_json=out.json
+// (one command line)
 #include <cstdio>
 #include <fstream>
 #include <memory>
