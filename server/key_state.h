@@ -2,8 +2,9 @@
 // version, and the sync-mode gradient buffer. Each key has its own lock.
 //
 // Weights are copy-on-write: a pull takes a reference to the current buffer
-// (no copy) and sends it; a writer that finds the buffer still referenced
-// by a pull in flight writes a copy instead (MutableWeights).
+// (no copy) and sends it; an update that finds the buffer still referenced
+// by a pull in flight writes the new weights into a second buffer instead
+// (UpdateWeights), so the update costs no extra pass over the weights.
 #ifndef SHARDPS_SERVER_KEY_STATE_H_
 #define SHARDPS_SERVER_KEY_STATE_H_
 
@@ -32,12 +33,19 @@ struct KeyState {
 
   absl::Mutex mu;
   std::shared_ptr<std::vector<float>> weights ABSL_GUARDED_BY(mu);
-  // The weights to write in place: the buffer itself when no pull holds it,
-  // else a fresh copy that replaces it (the pull keeps the old one).
-  std::vector<float>& MutableWeights() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // The previous weights after an out-of-place update; null before one.
+  std::shared_ptr<std::vector<float>> spare ABSL_GUARDED_BY(mu);
+  // Runs write(from, to), which must set to[i] from from[i] for every i of
+  // the key: in place (from == to) when no pull holds the weights, else from
+  // the held buffer into a spare one that becomes the weights (the pull
+  // keeps the old one, which is the spare for a later update once released).
+  template <typename Write>
+  void UpdateWeights(Write write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     // Only pulls copy the pointer, under mu, so a count of 1 cannot grow here.
-    if (weights.use_count() > 1) weights = std::make_shared<std::vector<float>>(*weights);
-    return *weights;
+    if (weights.use_count() == 1) return write(static_cast<const float*>(weights->data()), weights->data());
+    if (spare == nullptr || spare.use_count() > 1) spare = std::make_shared<std::vector<float>>(info.length);
+    write(static_cast<const float*>(weights->data()), spare->data());
+    weights.swap(spare);
   }
   std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
   // Optimizer steps applied. Written under mu; read without it by waiters.

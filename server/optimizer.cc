@@ -45,19 +45,21 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
 namespace {
 
 // The loops below are plain indexed loops over restrict pointers so that the
-// compiler vectorises them.
+// compiler vectorises them. `from` and `to` may be the same array, so they
+// are not restrict: the compiler checks at run time that they are equal or
+// apart, and both cases take the vector loop.
 
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(const OptimizerOptions& o) : o_(o) {}
   int NumSlots() const override { return o_.momentum > 0 ? 1 : 0; }
 
-  void Apply(int64_t step, int64_t n, const float* __restrict grad, float* __restrict w,
+  void Apply(int64_t step, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
              float* const* slots) const override {
     const float lr = static_cast<float>(LearningRateAt(o_.schedule, o_.lr, step));
     const float wd = static_cast<float>(o_.weight_decay);
     if (o_.momentum == 0) {
-      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (grad[i] + wd * w[i]);
+      for (int64_t i = 0; i < n; ++i) to[i] = from[i] - lr * (grad[i] + wd * from[i]);
       return;
     }
     const float mu = static_cast<float>(o_.momentum);
@@ -65,15 +67,15 @@ class Sgd final : public Optimizer {
     // PyTorch starts the buffer at the first gradient: with v = 0 that is mu*0 + g.
     if (o_.nesterov) {
       for (int64_t i = 0; i < n; ++i) {
-        const float g = grad[i] + wd * w[i];
+        const float g = grad[i] + wd * from[i];
         v[i] = mu * v[i] + g;
-        w[i] -= lr * (g + mu * v[i]);
+        to[i] = from[i] - lr * (g + mu * v[i]);
       }
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        const float g = grad[i] + wd * w[i];
+        const float g = grad[i] + wd * from[i];
         v[i] = mu * v[i] + g;
-        w[i] -= lr * v[i];
+        to[i] = from[i] - lr * v[i];
       }
     }
   }
@@ -87,7 +89,7 @@ class Adam final : public Optimizer {
   Adam(const OptimizerOptions& o, bool decoupled) : o_(o), decoupled_(decoupled) {}
   int NumSlots() const override { return 2; }
 
-  void Apply(int64_t step, int64_t n, const float* __restrict grad, float* __restrict w,
+  void Apply(int64_t step, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
              float* const* slots) const override {
     const double lr = LearningRateAt(o_.schedule, o_.lr, step);
     const double t = static_cast<double>(step + 1);
@@ -100,10 +102,10 @@ class Adam final : public Optimizer {
     float* __restrict m = slots[0];
     float* __restrict v = slots[1];
     for (int64_t i = 0; i < n; ++i) {
-      const float g = grad[i] + l2 * w[i];
+      const float g = grad[i] + l2 * from[i];
       m[i] = b1 * m[i] + (1 - b1) * g;
       v[i] = b2 * v[i] + (1 - b2) * g * g;
-      w[i] = w[i] * shrink - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+      to[i] = from[i] * shrink - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
     }
   }
 
@@ -117,16 +119,16 @@ class AdaGrad final : public Optimizer {
   explicit AdaGrad(const OptimizerOptions& o) : o_(o) {}
   int NumSlots() const override { return 1; }
 
-  void Apply(int64_t step, int64_t n, const float* __restrict grad, float* __restrict w,
+  void Apply(int64_t step, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
              float* const* slots) const override {
     const float lr = static_cast<float>(LearningRateAt(o_.schedule, o_.lr, step));
     const float wd = static_cast<float>(o_.weight_decay);
     const float eps = static_cast<float>(o_.epsilon);
     float* __restrict sum = slots[0];
     for (int64_t i = 0; i < n; ++i) {
-      const float g = grad[i] + wd * w[i];
+      const float g = grad[i] + wd * from[i];
       sum[i] += g * g;
-      w[i] -= lr * g / (std::sqrt(sum[i]) + eps);
+      to[i] = from[i] - lr * g / (std::sqrt(sum[i]) + eps);
     }
   }
 

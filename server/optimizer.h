@@ -15,6 +15,11 @@
 
 namespace shardps {
 
+// A float read in place at any address: gradients are read straight from
+// the received gRPC slices, whose floats need not be 4-byte aligned. x86
+// vector loads do not care; the type tells the compiler so (GCC and Clang).
+typedef float UnalignedFloat __attribute__((aligned(1)));
+
 enum class OptimizerKind { kSgd, kAdam, kAdamW, kAdaGrad };
 
 absl::StatusOr<OptimizerKind> ParseOptimizer(const std::string& text);
@@ -43,9 +48,11 @@ class Optimizer {
   virtual int NumSlots() const = 0;
 
   // One optimizer step on n values: the step that takes the key from version
-  // `step` to step + 1. `slots` has NumSlots() arrays of n floats, zero at
-  // the key's first step. `grad` is not modified.
-  virtual void Apply(int64_t step, int64_t n, const float* grad, float* weights,
+  // `step` to step + 1, reading the weights from `from` and writing them to
+  // `to`, which is either `from` itself (in place) or a disjoint array.
+  // `slots` has NumSlots() arrays of n floats, updated in place, zero at the
+  // key's first step. `grad` (at any alignment) is not modified.
+  virtual void Apply(int64_t step, int64_t n, const UnalignedFloat* grad, const float* from, float* to,
                      float* const* slots) const = 0;
 };
 

@@ -108,9 +108,9 @@ absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_
                                                    " bytes; want ", length * 4));
   }
   int64_t bad = -1;
-  ForEachFloatRun(chunk.pieces, [&](int64_t first, const char* values, int64_t n) {
+  ForEachFloatRun(chunk.pieces, [&](int64_t first, const UnalignedFloat* values, int64_t n) {
     if (bad >= 0) return;
-    const int64_t at = FirstNonFinite(values, n);
+    const int64_t at = FirstNonFinite(reinterpret_cast<const char*>(values), n);
     if (at >= 0) bad = first + at;
   });
   if (bad >= 0) {
@@ -309,7 +309,9 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
   InstallKeys(*std::move(map));
   for (auto& k : keys_) {
     absl::MutexLock key_lock(&k->mu);
-    CopyPayload(given[k->info.key]->pieces, reinterpret_cast<char*>(k->MutableWeights().data()));
+    k->UpdateWeights([&](const float*, float* to) {
+      CopyPayload(given[k->info.key]->pieces, reinterpret_cast<char*>(to));
+    });
   }
   spdlog::info("initialised by worker {}: {} keys, {} bytes of layout {{{}}}", *rank, keys_.size(),
                key_map_->BytesOfServer(options_.server_id), LayoutDebugString(layout));
@@ -399,7 +401,7 @@ wire::PushOutcome ParameterServerImpl::PushSync(KeyState& k, int rank, int64_t s
     k.contributed.assign(options_.job.num_workers, false);
   }
   float* sum = k.grad_sum.data();
-  ForEachFloatBlock(grad, [sum](int64_t first, const float* __restrict values, int64_t n) {
+  ForEachFloatRun(grad, [sum](int64_t first, const UnalignedFloat* __restrict values, int64_t n) {
     float* __restrict out = sum + first;
     for (int64_t i = 0; i < n; ++i) out[i] += values[i];
   });
@@ -449,10 +451,11 @@ void ParameterServerImpl::ApplyTimed(KeyState& k, const PayloadPieces& grad) {
   const FlushDenormals flush;
   const absl::Time start = absl::Now();
   absl::InlinedVector<float*, 2> slots(k.slots.size());
-  float* weights = k.MutableWeights().data();
-  ForEachFloatBlock(grad, [&](int64_t first, const float* values, int64_t n) {
-    for (size_t s = 0; s < slots.size(); ++s) slots[s] = k.slots[s].data() + first;
-    optimizer_->Apply(k.version, n, values, weights + first, slots.data());
+  k.UpdateWeights([&](const float* from, float* to) {
+    ForEachFloatRun(grad, [&](int64_t first, const UnalignedFloat* values, int64_t n) {
+      for (size_t s = 0; s < slots.size(); ++s) slots[s] = k.slots[s].data() + first;
+      optimizer_->Apply(k.version, n, values, from + first, to + first, slots.data());
+    });
   });
   k.version.fetch_add(1);
   apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));

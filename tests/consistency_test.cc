@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -148,10 +149,21 @@ TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write
     REQUIRE(weights != nullptr);  // async pulls answer at once, on this thread
     return weights;
   };
-  const auto before = pull_key0();  // held, as a pull in flight holds it
+  auto before = pull_key0();  // held, as a pull in flight holds it
+  const std::weak_ptr<const std::vector<float>> first_buffer = before;
   REQUIRE(PushAll(*worker, 0, Filled(2)).ok());
   CHECK(*before == std::vector<float>(4, 0.0f));   // not written under the pull
-  CHECK(*pull_key0() == std::vector<float>(4, -2.0f));
+  auto second = pull_key0();
+  CHECK(*second == std::vector<float>(4, -2.0f));
+  // The first pull is done: its buffer is the spare the next update writes
+  // into while the second pull holds the current one. No new buffer.
+  before.reset();
+  REQUIRE(!first_buffer.expired());  // the server keeps it
+  REQUIRE(PushAll(*worker, 1, Filled(2)).ok());
+  CHECK(*second == std::vector<float>(4, -2.0f));
+  const auto third = pull_key0();
+  CHECK(*third == std::vector<float>(4, -4.0f));
+  CHECK(third == first_buffer.lock());
 }
 
 TEST_CASE("the server flushes denormal values to zero when it applies a push", "[async]") {

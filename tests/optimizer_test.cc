@@ -19,7 +19,7 @@ std::vector<double> Run(const OptimizerOptions& o, double w0, const std::vector<
   for (auto& s : slots) slot_ptrs.push_back(s.data());
   std::vector<double> out;
   for (size_t t = 0; t < grads.size(); ++t) {
-    opt->Apply(static_cast<int64_t>(t), 1, &grads[t], &w, slot_ptrs.data());
+    opt->Apply(static_cast<int64_t>(t), 1, &grads[t], &w, &w, slot_ptrs.data());
     out.push_back(w);
   }
   return out;
@@ -114,6 +114,38 @@ TEST_CASE("learning-rate schedules", "[optimizer]") {
   o.lr = 1.0;
   o.schedule = s;
   REQUIRE_THAT(Run(o, 0.0, {1})[0], WithinAbs(-0.25, 1e-7));
+}
+
+TEST_CASE("every optimizer gives the same weights in place and into another array", "[optimizer]") {
+  // The server updates in place, or, when a pull still holds the weights,
+  // from them into a spare array: both must be the same step.
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW, OptimizerKind::kAdaGrad}) {
+    OptimizerOptions o;
+    o.kind = kind;
+    o.lr = 0.01;
+    o.momentum = kind == OptimizerKind::kSgd ? 0.9 : 0.0;
+    o.weight_decay = 0.01;
+    auto opt = MakeOptimizer(o);
+    const int64_t n = 1027;  // not a multiple of any vector width
+    std::vector<float> grad(n), in_place(n), from(n), to(n, -1.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      grad[i] = std::sin(0.1f * i);
+      in_place[i] = from[i] = std::cos(0.05f * i);
+    }
+    std::vector<std::vector<float>> slots_a(opt->NumSlots(), std::vector<float>(n)), slots_b = slots_a;
+    std::vector<float*> a, b;
+    for (auto& v : slots_a) a.push_back(v.data());
+    for (auto& v : slots_b) b.push_back(v.data());
+    for (int64_t step = 0; step < 3; ++step) {
+      opt->Apply(step, n, grad.data(), in_place.data(), in_place.data(), a.data());
+      opt->Apply(step, n, grad.data(), from.data(), to.data(), b.data());
+      from.swap(to);
+    }
+    INFO(OptimizerName(kind));
+    CHECK(from == in_place);
+    CHECK(slots_a == slots_b);
+    CHECK(from[0] != std::cos(0.0f));  // the steps moved the weights
+  }
 }
 
 TEST_CASE("optimizer options out of range are refused", "[optimizer]") {
