@@ -28,6 +28,7 @@
 #include "bench/synthetic_layout.h"
 #include "common/malloc_tuning.h"
 #include "common/process_cpu.h"
+#include "common/wire_dtype.h"
 #include "worker/pending_call.h"
 #include "worker/ps_client.h"
 
@@ -38,6 +39,7 @@ ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp.");
 ABSL_FLAG(int, staleness, 0, "ssp staleness.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk in bytes; must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels per server.");
+ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
 ABSL_FLAG(int64_t, in_flight_bytes, 0, "Pushes (and pulls) in flight at once, in bytes; the rest queue by layer (0: no limit).");
 ABSL_FLAG(std::string, layout, "resnet50/10", "resnet50/10, or comma-separated tensor sizes in floats.");
 ABSL_FLAG(double, compute_ms, 190, "Emulated compute time per step (forward + backward).");
@@ -184,6 +186,9 @@ int Run() {
   o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) return Fail(wire_dtype.status());
+  o.wire_dtype = *wire_dtype;
   o.layout = *layout;
   absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(o);
   if (!client.ok()) return Fail(client.status());
@@ -221,7 +226,7 @@ int Run() {
     out << absl::StrCat("{\"compute\": \"emulated\", \"layout\": \"", absl::GetFlag(FLAGS_layout),
                         "\", \"compute_ms\": ", absl::GetFlag(FLAGS_compute_ms), ", \"steps\": ", steps,
                         ", \"wall_seconds\": ", wall, ", \"samples_per_second\": ", samples_per_s,
-                        ", \"bytes_per_step\": ", 2 * layout->TotalBytes(), ", \"cpu_seconds\": ", cpu,
+                        ", \"bytes_per_step\": ", 2 * layout->TotalBytes() / 4 * ValueBytes(o.wire_dtype), ", \"cpu_seconds\": ", cpu,
                         ", \"time_split_seconds\": {\"pull_wait\": ", split.pull_wait,
                         ", \"compute\": ", split.compute, ", \"push_wait\": ", split.push_wait, "}}\n");
     if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write ", path)));

@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "bench/tcp_stream.h"
 #include "common/malloc_tuning.h"
+#include "common/wire_dtype.h"
 #include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of the servers (an async job of --clients workers).");
@@ -30,6 +31,7 @@ ABSL_FLAG(int, repeats, 20, "Timed rounds per size; the median is reported.");
 ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
+ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
 ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip).");
 
 namespace shardps {
@@ -63,6 +65,12 @@ int Run() {
   base.job.num_workers = clients;
   base.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   base.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) {
+    fprintf(stderr, "push_pull: %s\n", std::string(wire_dtype.status().message()).c_str());
+    return 2;
+  }
+  base.wire_dtype = *wire_dtype;
   for (size_t i = 0; i < sizes->size(); ++i) {
     base.layout.tensors.push_back({absl::StrCat("t", i), {(*sizes)[i]}});
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire_dtype.h"
 
 namespace shardps {
 namespace {
@@ -20,8 +21,8 @@ grpc::Slice HeaderSlice(const google::protobuf::MessageLite& header) {
 }
 
 void NoRelease(void*) {}
-using SharedFloats = std::shared_ptr<const std::vector<float>>;
-void ReleaseShared(void* holder) { delete static_cast<SharedFloats*>(holder); }
+using Owner = std::shared_ptr<const void>;
+void ReleaseShared(void* holder) { delete static_cast<Owner*>(holder); }
 
 }  // namespace
 
@@ -36,16 +37,19 @@ grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::vector<SharedFloats> payloads) {
+SharedPayload ShareFloats(std::shared_ptr<const std::vector<float>> values) {
+  const absl::string_view bytes(reinterpret_cast<const char*>(values->data()), values->size() * sizeof(float));
+  return {std::move(values), bytes};
+}
+
+grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::vector<SharedPayload> payloads) {
   std::vector<grpc::Slice> slices;
   slices.reserve(payloads.size() + 1);
   slices.push_back(HeaderSlice(header));
-  for (SharedFloats& p : payloads) {
-    if (p == nullptr || p->empty()) continue;
-    auto holder = std::make_unique<SharedFloats>(std::move(p));
-    void* data = const_cast<float*>((*holder)->data());
-    const size_t size = (*holder)->size() * sizeof(float);
-    slices.emplace_back(data, size, &ReleaseShared, holder.release());
+  for (SharedPayload& p : payloads) {
+    if (p.owner == nullptr || p.bytes.empty()) continue;
+    auto holder = std::make_unique<Owner>(std::move(p.owner));
+    slices.emplace_back(const_cast<char*>(p.bytes.data()), p.bytes.size(), &ReleaseShared, holder.release());
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
@@ -100,6 +104,28 @@ absl::string_view FrameReader::Next(size_t n) {
   copies_.push_back(std::unique_ptr<char[]>(new char[n]));
   CopyNext(n, copies_.back().get());
   return absl::string_view(copies_.back().get(), n);
+}
+
+void FrameReader::WidenNextBfloat16(int64_t count, float* out) {
+  char split[2];  // a value whose two bytes lie in two slices
+  bool half = false;
+  for (absl::string_view piece : NextPieces(static_cast<size_t>(count) * 2)) {
+    const char* p = piece.data();
+    size_t left = piece.size();
+    if (half && left > 0) {
+      split[1] = *p++;
+      --left;
+      FromBfloat16(split, 1, out++);
+      half = false;
+    }
+    const int64_t whole = static_cast<int64_t>(left / 2);
+    FromBfloat16(p, whole, out);
+    out += whole;
+    if (left % 2 == 1) {
+      split[0] = p[whole * 2];
+      half = true;
+    }
+  }
 }
 
 std::vector<absl::string_view> FrameReader::NextPieces(size_t n) {

@@ -26,10 +26,16 @@ inline constexpr char kRawPullMethod[] = "/shardps.wire.RawTensors/Pull";
 // unchanged until gRPC is done with the buffer (the call has completed).
 grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
                              const std::vector<absl::string_view>& payloads);
+// A payload a frame shares: `bytes` lies in memory that `owner` keeps alive.
+struct SharedPayload {
+  std::shared_ptr<const void> owner;
+  absl::string_view bytes;
+};
+// Shares a float vector's memory.
+SharedPayload ShareFloats(std::shared_ptr<const std::vector<float>> values);
 // A frame that shares its payloads: each slice holds a reference to its
-// buffer until gRPC releases the slice (no copy).
-grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header,
-                             std::vector<std::shared_ptr<const std::vector<float>>> payloads);
+// owner until gRPC releases the slice (no copy).
+grpc::ByteBuffer EncodeFrame(const google::protobuf::MessageLite& header, std::vector<SharedPayload> payloads);
 
 // A plain protobuf message as a buffer (the push response, the pull request),
 // serialised by gRPC's own protobuf serialiser.
@@ -54,6 +60,9 @@ class FrameReader {
   std::vector<absl::string_view> NextPieces(size_t n);
   // Copies the next n (<= remaining()) payload bytes to dst.
   void CopyNext(size_t n, char* dst);
+  // Reads the next `count` bfloat16 values (2 * count <= remaining() bytes)
+  // and writes them to out as float32.
+  void WidenNextBfloat16(int64_t count, float* out);
 
  private:
   static constexpr uintptr_t kAlignment = 4;

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "common/wire_dtype.h"
 #include "server/key_state.h"
 #include "server/membership.h"
 #include "server/optimizer.h"
@@ -95,24 +96,55 @@ absl::Status CheckOwned(const KeyMap& map, const ChunkKey& key, int server) {
       absl::StrCat("key ", KeyName(key), " is owned by server ", info->server, ", not server ", server));
 }
 
-// INVALID_ARGUMENT unless `chunk` holds `length` finite float32 values.
+// Index of the first NaN or Inf among n bfloat16 values at `bytes` (any
+// alignment), or -1; branch-free blocks as for float32.
+int64_t FirstNonFiniteBfloat16(const char* bytes, int64_t n) {
+  constexpr int64_t kBlock = 4096;
+  auto non_finite = [bytes](int64_t i) {
+    uint16_t bits;
+    std::memcpy(&bits, bytes + 2 * i, 2);
+    return static_cast<uint32_t>(Bfloat16NonFinite(bits));
+  };
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    uint32_t any = 0;
+    for (int64_t i = start; i < end; ++i) any |= non_finite(i);
+    if (any == 0) continue;
+    for (int64_t i = start; i < end; ++i) {
+      if (non_finite(i)) return i;
+    }
+  }
+  return -1;
+}
+
+// INVALID_ARGUMENT unless `chunk` holds `length` finite values in an
+// encoding the server takes: float32 always, bfloat16 when
+// `bfloat16_allowed` (gradients; initial values are float32 only).
 // `what` names the payload in the message ("gradient", "initial value").
-absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_t length) {
-  if (chunk.dtype != wire::DTYPE_FLOAT32) {
+absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_t length, bool bfloat16_allowed) {
+  const int value_bytes = ValueBytes(chunk.dtype);
+  if (value_bytes == 0 || (chunk.dtype == wire::DTYPE_BFLOAT16 && !bfloat16_allowed)) {
     return absl::InvalidArgumentError(absl::StrCat(what, " for key ", KeyName(chunk.key), " has dtype ",
-                                                   wire::DType_Name(chunk.dtype), "; want DTYPE_FLOAT32"));
+                                                   wire::DType_Name(chunk.dtype), "; want DTYPE_FLOAT32",
+                                                   bfloat16_allowed ? " or DTYPE_BFLOAT16" : ""));
   }
   const int64_t bytes = PayloadBytes(chunk.pieces);
-  if (bytes != length * 4) {
+  if (bytes != length * value_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, " for key ", KeyName(chunk.key), " has ", bytes,
-                                                   " bytes; want ", length * 4));
+                                                   " bytes; want ", length * value_bytes, " (", length, " ",
+                                                   WireDTypeName(chunk.dtype), " values)"));
   }
   int64_t bad = -1;
-  ForEachFloatRun(chunk.pieces, [&](int64_t first, const UnalignedFloat* values, int64_t n) {
+  auto check = [&](int64_t first, const char* values, int64_t n) {
     if (bad >= 0) return;
-    const int64_t at = FirstNonFinite(reinterpret_cast<const char*>(values), n);
+    const int64_t at = value_bytes == 4 ? FirstNonFinite(values, n) : FirstNonFiniteBfloat16(values, n);
     if (at >= 0) bad = first + at;
-  });
+  };
+  if (value_bytes == 4) {
+    ForEachValueRun<4>(chunk.pieces, check);
+  } else {
+    ForEachValueRun<2>(chunk.pieces, check);
+  }
   if (bad >= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " for key ", KeyName(chunk.key), " has a NaN or Inf at index ", bad));
@@ -161,15 +193,15 @@ class ParameterServerImpl final : public ParameterServer {
   // {smallest, largest} key version; {0, 0} before Init.
   std::pair<int64_t, int64_t> VersionRange();
 
-  wire::PushOutcome PushSync(KeyState& k, int rank, int64_t step, const PayloadPieces& grad,
+  wire::PushOutcome PushSync(KeyState& k, int rank, int64_t step, const ChunkPayload& grad,
                              absl::Status& error);
-  wire::PushOutcome PushAsync(KeyState& k, int rank, int64_t step, const PayloadPieces& grad,
+  wire::PushOutcome PushAsync(KeyState& k, int rank, int64_t step, const ChunkPayload& grad,
                               absl::Status& error);
   // Applies the averaged sync gradient when every required worker pushed.
   bool CompleteSyncStepIfReady(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   // Runs the optimizer over the key with `grad` and counts a version.
   void ApplyTimed(KeyState& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
-  void ApplyTimed(KeyState& k, const PayloadPieces& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  void ApplyTimed(KeyState& k, const ChunkPayload& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   void NoteClock(int rank, int64_t step);
 
   bool PullReady(const PendingPull& pull);
@@ -296,7 +328,7 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
     if (absl::Status owned_here = CheckOwned(*map, c.key, options_.server_id); !owned_here.ok()) {
       return Refuse(owned_here);
     }
-    if (absl::Status valid = ValidatePayload("initial value", c, map->Find(c.key)->length); !valid.ok()) {
+    if (absl::Status valid = ValidatePayload("initial value", c, map->Find(c.key)->length, /*bfloat16_allowed=*/false); !valid.ok()) {
       return Refuse(valid);
     }
     if (!given.emplace(c.key, &c).second) return Refuse(absl::InvalidArgumentError(absl::StrCat("Init names key ", KeyName(c.key), " twice")));
@@ -353,7 +385,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     absl::StatusOr<KeyState*> k = FindOwned(c.key);
     if (!k.ok()) return Refuse(k.status());
     if (!seen.insert(c.key).second) return Refuse(absl::InvalidArgumentError(absl::StrCat("push names key ", KeyName(c.key), " twice")));
-    if (absl::Status valid = ValidatePayload("gradient", c, (*k)->info.length); !valid.ok()) return Refuse(valid);
+    if (absl::Status valid = ValidatePayload("gradient", c, (*k)->info.length, /*bfloat16_allowed=*/true); !valid.ok()) return Refuse(valid);
     if (options_.job.mode == Mode::kSync) {
       absl::MutexLock lock(&(*k)->mu);
       const int64_t version = (*k)->version;
@@ -369,7 +401,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
   bool applied_any = false;
   for (size_t i = 0; i < chunks.size(); ++i) {
     KeyState& k = *states[i];
-    const PayloadPieces& grad = chunks[i].pieces;
+    const ChunkPayload& grad = chunks[i];
     absl::Status error;
     const wire::PushOutcome outcome = options_.job.mode == Mode::kSync
                                           ? PushSync(k, *rank, step, grad, error)
@@ -378,7 +410,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     outcomes.push_back(outcome);
     if (outcome != wire::PUSH_DUPLICATE) {
       NoteClock(*rank, step);
-      bytes_pushed_.fetch_add(PayloadBytes(grad));
+      bytes_pushed_.fetch_add(PayloadBytes(grad.pieces));
     }
     applied_any |= outcome != wire::PUSH_DUPLICATE;
   }
@@ -388,7 +420,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
 }
 
 wire::PushOutcome ParameterServerImpl::PushSync(KeyState& k, int rank, int64_t step,
-                                                const PayloadPieces& grad, absl::Status& error) {
+                                                const ChunkPayload& grad, absl::Status& error) {
   absl::MutexLock lock(&k.mu);
   if (k.last_pushed_step[rank] == step) return wire::PUSH_DUPLICATE;
   if (k.version != step) {
@@ -401,7 +433,7 @@ wire::PushOutcome ParameterServerImpl::PushSync(KeyState& k, int rank, int64_t s
     k.contributed.assign(options_.job.num_workers, false);
   }
   float* sum = k.grad_sum.data();
-  ForEachFloatRun(grad, [sum](int64_t first, const UnalignedFloat* __restrict values, int64_t n) {
+  ForEachGradientBlock(grad.pieces, grad.dtype, [sum](int64_t first, const UnalignedFloat* __restrict values, int64_t n) {
     float* __restrict out = sum + first;
     for (int64_t i = 0; i < n; ++i) out[i] += values[i];
   });
@@ -429,7 +461,7 @@ bool ParameterServerImpl::CompleteSyncStepIfReady(KeyState& k) {
 }
 
 wire::PushOutcome ParameterServerImpl::PushAsync(KeyState& k, int rank, int64_t step,
-                                                 const PayloadPieces& grad, absl::Status& error) {
+                                                 const ChunkPayload& grad, absl::Status& error) {
   absl::MutexLock lock(&k.mu);
   if (k.last_pushed_step[rank] == step) return wire::PUSH_DUPLICATE;
   if (step < k.last_pushed_step[rank]) {
@@ -444,15 +476,16 @@ wire::PushOutcome ParameterServerImpl::PushAsync(KeyState& k, int rank, int64_t 
 }
 
 void ParameterServerImpl::ApplyTimed(KeyState& k, const float* grad) {
-  ApplyTimed(k, PayloadPieces{absl::string_view(reinterpret_cast<const char*>(grad), k.info.length * 4)});
+  ApplyTimed(k, ChunkPayload{k.info.key, wire::DTYPE_FLOAT32,
+                             {absl::string_view(reinterpret_cast<const char*>(grad), k.info.length * 4)}});
 }
 
-void ParameterServerImpl::ApplyTimed(KeyState& k, const PayloadPieces& grad) {
+void ParameterServerImpl::ApplyTimed(KeyState& k, const ChunkPayload& grad) {
   const FlushDenormals flush;
   const absl::Time start = absl::Now();
   absl::InlinedVector<float*, 2> slots(k.slots.size());
   k.UpdateWeights([&](const float* from, float* to) {
-    ForEachFloatRun(grad, [&](int64_t first, const UnalignedFloat* values, int64_t n) {
+    ForEachGradientBlock(grad.pieces, grad.dtype, [&](int64_t first, const UnalignedFloat* values, int64_t n) {
       for (size_t s = 0; s < slots.size(); ++s) slots[s] = k.slots[s].data() + first;
       optimizer_->Apply(k.version, n, values, from + first, to + first, slots.data());
     });

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "common/wire_dtype.h"
+#include "proto/shardps.pb.h"
 #include "server/optimizer.h"
 
 namespace shardps {
@@ -22,35 +24,61 @@ inline int64_t PayloadBytes(const PayloadPieces& pieces) {
   return n;
 }
 
-// Calls fn(first, values, count) for consecutive runs of the payload's whole
-// floats, in order: values[0..count) are floats first..first+count, read in
-// place at any alignment. A float split across pieces comes alone from a
-// small buffer. Nothing is copied in bulk.
-template <typename Fn>
-void ForEachFloatRun(const PayloadPieces& pieces, Fn fn) {
-  alignas(float) char carry[4];  // a float split across pieces
+// Calls fn(first, bytes, count) for consecutive runs of the payload's whole
+// values of kBytes bytes each, in order: bytes holds values first..first+count
+// in place, at any alignment. A value split across pieces comes alone from
+// a small buffer. Nothing is copied in bulk.
+template <size_t kBytes, typename Fn>
+void ForEachValueRun(const PayloadPieces& pieces, Fn fn) {
+  alignas(4) char carry[kBytes];  // a value split across pieces
   size_t carried = 0;
   int64_t first = 0;
   for (absl::string_view piece : pieces) {
     const char* p = piece.data();
     size_t left = piece.size();
     if (carried > 0) {
-      const size_t take = std::min(4 - carried, left);
+      const size_t take = std::min(kBytes - carried, left);
       std::memcpy(carry + carried, p, take);
       carried += take;
       p += take;
       left -= take;
-      if (carried < 4) continue;
-      fn(first++, reinterpret_cast<const UnalignedFloat*>(carry), int64_t{1});
+      if (carried < kBytes) continue;
+      fn(first++, static_cast<const char*>(carry), int64_t{1});
       carried = 0;
     }
-    const int64_t whole = static_cast<int64_t>(left / 4);
-    if (whole > 0) fn(first, reinterpret_cast<const UnalignedFloat*>(p), whole);
+    const int64_t whole = static_cast<int64_t>(left / kBytes);
+    if (whole > 0) fn(first, p, whole);
     first += whole;
-    p += whole * 4;
+    p += whole * kBytes;
     carried = piece.data() + piece.size() - p;
     std::memcpy(carry, p, carried);
   }
+}
+
+// ForEachValueRun over float32 values, read in place as UnalignedFloat.
+template <typename Fn>
+void ForEachFloatRun(const PayloadPieces& pieces, Fn fn) {
+  ForEachValueRun<4>(pieces, [&](int64_t first, const char* bytes, int64_t count) {
+    fn(first, reinterpret_cast<const UnalignedFloat*>(bytes), count);
+  });
+}
+
+// Calls fn(first, values, count) for consecutive blocks of a gradient's
+// values as float32, in order: float32 payloads are read in place;
+// bfloat16 ones are widened a block at a time into a buffer that stays in
+// cache. REQUIRES: ValueBytes(dtype) > 0.
+template <typename Fn>
+void ForEachGradientBlock(const PayloadPieces& pieces, wire::DType dtype, Fn fn) {
+  if (dtype == wire::DTYPE_FLOAT32) return ForEachFloatRun(pieces, fn);
+  constexpr int64_t kBlock = 4096;
+  alignas(64) float widened[kBlock];
+  ForEachValueRun<2>(pieces, [&](int64_t first, const char* bytes, int64_t count) {
+    for (int64_t done = 0; done < count; done += kBlock) {
+      const int64_t n = std::min(count - done, kBlock);
+      FromBfloat16(bytes + 2 * done, n, widened);
+      fn(first + done, static_cast<const UnalignedFloat*>(widened), n);
+    }
+  });
 }
 
 // Copies the payload to dst (PayloadBytes(pieces) bytes).

@@ -1,10 +1,13 @@
 #include "server/ps_service.h"
 
 #include <chrono>
+#include <cstring>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/wire_dtype.h"
 
 namespace shardps {
 namespace {
@@ -75,19 +78,34 @@ grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* ctx, cons
 grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx, const wire::PullRequest* req,
                                           wire::PullResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req->dtype());
+  if (!dtype.ok()) {
+    core_->CountRefused();
+    reactor->Finish(ToGrpcStatus(dtype.status()));
+    return reactor;
+  }
   std::vector<ChunkKey> keys;
   keys.reserve(req->keys_size());
   for (const wire::Key& k : req->keys()) keys.push_back({k.tensor(), k.chunk()});
   core_->Pull(req->session_id(), req->step(), std::move(keys), DeadlineOf(ctx),
-              [reactor, resp](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+              [reactor, resp, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                 if (chunks.ok()) {
                   for (PulledChunk& c : *chunks) {
                     wire::Chunk* out = resp->add_chunks();
                     out->mutable_key()->set_tensor(c.key.tensor);
                     out->mutable_key()->set_chunk(c.key.chunk);
-                    out->set_dtype(wire::DTYPE_FLOAT32);
+                    out->set_dtype(dtype);
                     out->set_version(c.version);
-                    out->set_data(reinterpret_cast<const char*>(c.weights->data()), c.weights->size() * sizeof(float));
+                    const int64_t n = static_cast<int64_t>(c.weights->size());
+                    if (dtype == wire::DTYPE_FLOAT32) {
+                      out->set_data(reinterpret_cast<const char*>(c.weights->data()), n * sizeof(float));
+                    } else {
+                      std::string* data = out->mutable_data();
+                      data->resize(n * 2);
+                      std::vector<uint16_t> narrow(n);
+                      ToBfloat16(c.weights->data(), n, narrow.data());
+                      std::memcpy(data->data(), narrow.data(), n * 2);
+                    }
                   }
                 }
                 reactor->Finish(ToGrpcStatus(chunks.status()));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/tensor_frame.h"
+#include "common/wire_dtype.h"
 #include "proto/shardps.pb.h"
 
 namespace shardps {
@@ -86,6 +87,17 @@ class PushReactor final : public UnaryReactor {
   }
 };
 
+// A pulled chunk's weights as the answer's payload: shared as they are for
+// float32 (no copy), narrowed into a new buffer for bfloat16.
+SharedPayload Encode(std::shared_ptr<const std::vector<float>> weights, wire::DType dtype) {
+  if (dtype == wire::DTYPE_FLOAT32) return ShareFloats(std::move(weights));
+  const size_t n = weights->size();
+  std::shared_ptr<uint16_t[]> narrow(new uint16_t[n]);  // not zeroed: every value is written
+  ToBfloat16(weights->data(), static_cast<int64_t>(n), narrow.get());
+  const absl::string_view bytes(reinterpret_cast<const char*>(narrow.get()), n * 2);
+  return {std::move(narrow), bytes};
+}
+
 class PullReactor final : public UnaryReactor {
  public:
   PullReactor(ParameterServer* core, absl::Time deadline) : UnaryReactor(core), deadline_(deadline) {}
@@ -96,23 +108,25 @@ class PullReactor final : public UnaryReactor {
     if (!grpc::SerializationTraits<wire::PullRequest>::Deserialize(&request_, &req).ok()) {
       return Refuse(absl::InvalidArgumentError("raw pull request does not parse as PullRequest"));
     }
+    const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req.dtype());
+    if (!dtype.ok()) return Refuse(dtype.status());
     std::vector<ChunkKey> keys;
     keys.reserve(req.keys_size());
     for (const wire::Key& k : req.keys()) keys.push_back({k.tensor(), k.chunk()});
     core_->Pull(req.session_id(), req.step(), std::move(keys), deadline_,
-                [this](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+                [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (!chunks.ok()) return Reply(chunks.status());
                   wire::PullResponse resp;
-                  std::vector<std::shared_ptr<const std::vector<float>>> payloads;
+                  std::vector<SharedPayload> payloads;
                   payloads.reserve(chunks->size());
                   for (PulledChunk& c : *chunks) {
                     wire::Chunk* out = resp.add_chunks();
                     out->mutable_key()->set_tensor(c.key.tensor);
                     out->mutable_key()->set_chunk(c.key.chunk);
-                    out->set_dtype(wire::DTYPE_FLOAT32);
+                    out->set_dtype(dtype);
                     out->set_version(c.version);
-                    out->set_raw_bytes(static_cast<int64_t>(c.weights->size() * sizeof(float)));
-                    payloads.push_back(std::move(c.weights));
+                    payloads.push_back(Encode(std::move(c.weights), dtype));
+                    out->set_raw_bytes(static_cast<int64_t>(payloads.back().bytes.size()));
                   }
                   Reply(absl::OkStatus(), EncodeFrame(resp, std::move(payloads)));
                 });

@@ -79,6 +79,23 @@ void Expect(const grpc::Status& s, grpc::StatusCode code, const std::string& tex
   REQUIRE_THAT(s.error_message(), Catch::Contains(text));
 }
 
+// The raw framing (common/tensor_frame.h) through gRPC's generic stub.
+grpc::Status RawCall(const TestCluster& cluster, const std::string& method, const grpc::ByteBuffer& request,
+                     grpc::ByteBuffer* response) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel(cluster.Addresses()[0], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(response, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  REQUIRE(cq.Next(&tag, &ok));
+  return status;
+}
+
 TEST_CASE_METHOD(BadInputFixture, "a good push is accepted (control)", "[bad_input]") {
   REQUIRE(Push(GoodPush()).ok());
 }
@@ -102,9 +119,41 @@ TEST_CASE_METHOD(BadInputFixture, "payload of the wrong size: INVALID_ARGUMENT",
 }
 
 TEST_CASE_METHOD(BadInputFixture, "payload of the wrong type: INVALID_ARGUMENT", "[bad_input]") {
-  wire::PushRequest req = GoodPush();
-  req.mutable_chunks(0)->set_dtype(wire::DTYPE_BFLOAT16);
-  Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT, "DTYPE_BFLOAT16");
+  const int64_t before = Refused();
+  for (wire::DType dtype : {wire::DTYPE_FLOAT16, wire::DTYPE_UNSPECIFIED, static_cast<wire::DType>(42)}) {
+    wire::PushRequest req = GoodPush();
+    req.mutable_chunks(0)->set_dtype(dtype);
+    Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT, "; want DTYPE_FLOAT32 or DTYPE_BFLOAT16");
+  }
+  // bfloat16 is taken, at 2 bytes a value: 16 bytes are 8 values, not 4.
+  wire::PushRequest narrow = GoodPush();
+  narrow.mutable_chunks(0)->set_dtype(wire::DTYPE_BFLOAT16);
+  Expect(Push(narrow), grpc::StatusCode::INVALID_ARGUMENT, "16 bytes; want 8 (4 bfloat16 values)");
+  const uint16_t nan_at_3[4] = {0x3f80, 0x3f80, 0x3f80, 0x7fc0};
+  narrow.mutable_chunks(0)->set_data(std::string(reinterpret_cast<const char*>(nan_at_3), 8));
+  Expect(Push(narrow), grpc::StatusCode::INVALID_ARGUMENT, "NaN or Inf at index 3");
+  REQUIRE(Refused() == before + 5);
+  // A pull may ask for float32 or bfloat16 only.
+  for (const bool raw : {false, true}) {
+    wire::PullRequest pull;
+    pull.set_session_id(session_);
+    pull.add_keys()->set_tensor(0);
+    pull.set_dtype(wire::DTYPE_FLOAT16);
+    grpc::Status status;
+    if (raw) {
+      grpc::ByteBuffer response;
+      status = RawCall(cluster_, kRawPullMethod, MessageBuffer(pull), &response);
+    } else {
+      wire::PullResponse response;
+      grpc::ClientContext ctx;
+      status = stub_->Pull(&ctx, pull, &response);
+    }
+    INFO((raw ? "raw" : "protobuf") << " pull");
+    Expect(status, grpc::StatusCode::INVALID_ARGUMENT, "pull asks for dtype DTYPE_FLOAT16; want DTYPE_FLOAT32 or DTYPE_BFLOAT16");
+  }
+  REQUIRE(Refused() == before + 7);
+  narrow.mutable_chunks(0)->set_data(std::string(8, '\0'));
+  REQUIRE(Push(narrow).ok());  // a good bfloat16 push is accepted
   REQUIRE(StillServing());
 }
 
@@ -196,22 +245,6 @@ TEST_CASE_METHOD(BadInputFixture, "malformed layout or empty requests: INVALID_A
   REQUIRE(StillServing());
 }
 
-// The raw framing (common/tensor_frame.h) through gRPC's generic stub.
-grpc::Status RawCall(const TestCluster& cluster, const std::string& method, const grpc::ByteBuffer& request,
-                     grpc::ByteBuffer* response) {
-  grpc::GenericStub stub(
-      grpc::CreateChannel(cluster.Addresses()[0], grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
-  call->StartCall();
-  grpc::Status status;
-  call->Finish(response, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  REQUIRE(cq.Next(&tag, &ok));
-  return status;
-}
 
 grpc::ByteBuffer Bytes(const std::string& b) {
   grpc::Slice s(b);

@@ -83,7 +83,7 @@ TEST_CASE("a frame that shares its payloads holds them until gRPC lets go", "[fr
   h.add_chunks()->set_raw_bytes(8);
   auto weights = std::make_shared<const std::vector<float>>(std::vector<float>{1.5f, -2.0f});
   {
-    const grpc::ByteBuffer frame = EncodeFrame(h, std::vector<std::shared_ptr<const std::vector<float>>>{weights});
+    const grpc::ByteBuffer frame = EncodeFrame(h, std::vector<SharedPayload>{ShareFloats(weights)});
     CHECK(weights.use_count() == 2);  // the slice holds one reference, no copy
     wire::PullResponse got;
     auto reader = FrameReader::Parse(Resliced(frame, 5), &got);

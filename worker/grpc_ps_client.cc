@@ -15,6 +15,7 @@
 #include "common/grpc_status.h"
 #include "common/key_partition.h"
 #include "common/tensor_frame.h"
+#include "common/wire_dtype.h"
 #include "proto/shardps.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "worker/delayed_executor.h"
@@ -60,6 +61,8 @@ struct Stub {
 struct RawPush {
   wire::PushRequest header;
   std::vector<absl::string_view> payloads;
+  // bfloat16 payloads, narrowed from the caller's floats.
+  std::vector<std::unique_ptr<uint16_t[]>> narrowed;
 };
 
 // Collects the answers of several servers; runs `done` once with the first error.
@@ -349,9 +352,15 @@ void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done d
     wire::Chunk* chunk = req->header.add_chunks();
     chunk->mutable_key()->set_tensor(c.key.tensor);
     chunk->mutable_key()->set_chunk(c.key.chunk);
-    chunk->set_dtype(wire::DTYPE_FLOAT32);
-    chunk->set_raw_bytes(c.length * 4);
-    req->payloads.emplace_back(reinterpret_cast<const char*>(values + c.offset), c.length * 4);
+    chunk->set_dtype(options_.wire_dtype);
+    if (options_.wire_dtype == wire::DTYPE_BFLOAT16) {
+      auto& narrow = req->narrowed.emplace_back(new uint16_t[c.length]);
+      ToBfloat16(values + c.offset, c.length, narrow.get());
+      req->payloads.emplace_back(reinterpret_cast<const char*>(narrow.get()), c.length * 2);
+    } else {
+      req->payloads.emplace_back(reinterpret_cast<const char*>(values + c.offset), c.length * 4);
+    }
+    chunk->set_raw_bytes(static_cast<int64_t>(req->payloads.back().size()));
   });
   if (!grouped.ok()) return done(grouped);
   push_queue_.Submit(Priority(tensors), Bytes(tensors), [this, reqs, done](std::function<void()> finished) {
@@ -384,6 +393,7 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
     if (!req) {
       req = std::make_shared<wire::PullRequest>();
       req->set_step(step);
+      req->set_dtype(options_.wire_dtype);
     }
     wire::Key* key = req->add_keys();
     key->set_tensor(c.key.tensor);
@@ -400,7 +410,8 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
         stub->raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), rs,
                              [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
       },
-      [this, targets, lanes = Lanes()](size_t slot, absl::Status status, grpc::ByteBuffer& answer) {
+      [this, targets, lanes = Lanes(), dtype = options_.wire_dtype](size_t slot, absl::Status status,
+                                                                    grpc::ByteBuffer& answer) {
         if (!status.ok()) return status;
         const int s = static_cast<int>(slot / lanes);
         const std::vector<Target>& want = (*targets)[slot];
@@ -413,13 +424,18 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
         }
         for (size_t i = 0; i < want.size(); ++i) {
           const wire::Chunk& c = resp.chunks(static_cast<int>(i));
-          const int64_t bytes = want[i].chunk.length * 4;
+          const int64_t bytes = want[i].chunk.length * ValueBytes(dtype);
           if (c.key().tensor() != want[i].chunk.key.tensor || c.key().chunk() != want[i].chunk.key.chunk ||
-              c.raw_bytes() != bytes || (*frame)->remaining() < bytes) {
+              c.dtype() != dtype || c.raw_bytes() != bytes || (*frame)->remaining() < bytes) {
             return Annotate(s, absl::DataLossError(absl::StrCat("pull answered a wrong chunk for key ",
                                                                 KeyName(want[i].chunk.key))), 1);
           }
-          (*frame)->CopyNext(bytes, reinterpret_cast<char*>(want[i].values + want[i].chunk.offset));
+          float* out = want[i].values + want[i].chunk.offset;
+          if (dtype == wire::DTYPE_FLOAT32) {
+            (*frame)->CopyNext(bytes, reinterpret_cast<char*>(out));
+          } else {
+            (*frame)->WidenNextBfloat16(want[i].chunk.length, out);
+          }
         }
         return status;
       },

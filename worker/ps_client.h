@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/job_view.h"
 #include "common/layout.h"
+#include "proto/shardps.pb.h"
 
 namespace shardps {
 
@@ -33,6 +34,10 @@ struct ClientOptions {
   // queue, earliest layer first (worker/transfer_queue.h). 0: no limit.
   int64_t in_flight_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
+  // The encoding of values on the wire: float32, or bfloat16 (half the
+  // bytes; gradients and pulled weights are rounded to 8 significant bits,
+  // the server keeps and applies float32).
+  wire::DType wire_dtype = wire::DTYPE_FLOAT32;
 };
 
 // A tensor's values to push (borrowed until the call completes).

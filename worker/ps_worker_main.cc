@@ -11,6 +11,7 @@
 #include "common/command_line.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/wire_dtype.h"
 #include "kernels/cuda_context.h"
 #include "spdlog/spdlog.h"
 #include "worker/cuda_backend.h"
@@ -45,6 +46,9 @@ ABSL_FLAG(int, channels_per_server, 2,
           "gRPC channels (TCP connections) to each server; a layer's chunks for a server are spread over them.");
 ABSL_FLAG(int64_t, in_flight_bytes, 0,
           "Bytes of pushes (and of pulls) in flight at once; the rest queue, earliest layer first (0: no limit).");
+ABSL_FLAG(std::string, wire_dtype, "float32",
+          "Encoding of gradients and weights on the wire: float32, or bfloat16 (half the bytes; values rounded "
+          "to 8 significant bits on the wire, the servers keep float32).");
 ABSL_FLAG(int, rpc_attempts, 8, "Attempts per call when a server is unavailable.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 
@@ -103,6 +107,9 @@ int Run() {
   client_options.max_attempts = absl::GetFlag(FLAGS_rpc_attempts);
   client_options.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   client_options.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) return fail(wire_dtype.status());
+  client_options.wire_dtype = *wire_dtype;
 
   TrainerOptions trainer_options;
   trainer_options.rank = rank;
@@ -113,6 +120,7 @@ int Run() {
   trainer_options.log_every = absl::GetFlag(FLAGS_log_every);
   trainer_options.eval_rank = absl::GetFlag(FLAGS_eval_rank);
   trainer_options.max_steps_per_epoch = absl::GetFlag(FLAGS_max_steps_per_epoch);
+  trainer_options.wire_value_bytes = ValueBytes(client_options.wire_dtype);
 
   absl::StatusOr<Dataset> train, test;
   if (absl::GetFlag(FLAGS_synthetic) > 0) {

@@ -223,7 +223,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.wall_seconds = Seconds(run_start);
   summary.samples_per_second = summary.samples / summary.wall_seconds;
   summary.cpu_seconds = ProcessCpuSeconds() - cpu_start;
-  summary.bytes_per_step = 2 * model_->layout().TotalBytes();
+  summary.bytes_per_step = 2 * model_->layout().TotalBytes() / 4 * options_.wire_value_bytes;
   summary.split = split_;
   return summary;
 }

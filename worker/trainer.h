@@ -27,6 +27,7 @@ struct TrainerOptions {
   int log_every = 100;            // steps between progress lines; 0: none.
   int eval_rank = 0;              // -1: nobody evaluates.
   int64_t max_steps_per_epoch = 0;  // 0: the whole share.
+  int wire_value_bytes = 4;       // bytes a value takes on the wire (2 with bfloat16), for the summary.
 };
 
 struct TimeSplit {
