@@ -19,8 +19,12 @@ trap '"$cluster" down --prefix="$prefix"; rm -rf "$work"' EXIT
 
 "$cluster" up 2 --prefix="$prefix" --rate=200mbit > "$work/up.txt" || fail "up"
 [ "$(ip netns list | grep -c "^$prefix-")" = 3 ] || fail "want 2 host namespaces and a switch"
-ip -o addr | grep -q "10\.77\." && fail "an emulated address leaked outside the namespaces"
-"$cluster" --prefix="$prefix" exec 1 ip -o addr show dev eth0 | grep -q "10.77.0.2/24" || fail "host 1 has no 10.77.0.2"
+# Output is read whole before grep: with pipefail, `ip ... | grep -q` fails
+# at random when grep exits on the first match and ip gets SIGPIPE.
+root_addrs=$(ip -o addr)
+grep -q "10\.77\." <<<"$root_addrs" && fail "an emulated address leaked outside the namespaces"
+host1_addrs=$("$cluster" --prefix="$prefix" exec 1 ip -o addr show dev eth0)
+grep -q "10.77.0.2/24" <<<"$host1_addrs" || fail "host 1 has no 10.77.0.2: $host1_addrs"
 pass "two hosts, addresses only inside their namespaces"
 
 "$cluster" --prefix="$prefix" exec 1 "$runfiles/server/ps_server" --mode=async --port=0 --bind_address=10.77.0.2 \
