@@ -64,16 +64,18 @@ class FlushDenormals {
   const unsigned saved_;
 };
 
-// Index of the first non-finite value among n floats stored at `bytes`
-// (any alignment), or -1. Blocks are checked without branches (the exponent
-// bits are all ones only for NaN and Inf), so the common all-finite case runs
-// at memory speed.
+// Index of the first non-finite value among n values stored at `bytes`
+// (any alignment) as `Bits` (uint32_t for float32, uint16_t for bfloat16),
+// or -1. A value is NaN or Inf exactly when its exponent bits
+// (`kExponent`) are all ones. Blocks are checked without branches, so the
+// common all-finite case runs at memory speed.
+template <typename Bits, Bits kExponent>
 int64_t FirstNonFinite(const char* bytes, int64_t n) {
   constexpr int64_t kBlock = 4096;
   auto non_finite = [bytes](int64_t i) {
-    uint32_t bits;
-    std::memcpy(&bits, bytes + 4 * i, 4);
-    return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    Bits bits;
+    std::memcpy(&bits, bytes + sizeof(Bits) * i, sizeof(Bits));
+    return static_cast<uint32_t>((bits & kExponent) == kExponent);
   };
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t end = std::min(n, start + kBlock);
@@ -96,27 +98,6 @@ absl::Status CheckOwned(const KeyMap& map, const ChunkKey& key, int server) {
       absl::StrCat("key ", KeyName(key), " is owned by server ", info->server, ", not server ", server));
 }
 
-// Index of the first NaN or Inf among n bfloat16 values at `bytes` (any
-// alignment), or -1; branch-free blocks as for float32.
-int64_t FirstNonFiniteBfloat16(const char* bytes, int64_t n) {
-  constexpr int64_t kBlock = 4096;
-  auto non_finite = [bytes](int64_t i) {
-    uint16_t bits;
-    std::memcpy(&bits, bytes + 2 * i, 2);
-    return static_cast<uint32_t>(Bfloat16NonFinite(bits));
-  };
-  for (int64_t start = 0; start < n; start += kBlock) {
-    const int64_t end = std::min(n, start + kBlock);
-    uint32_t any = 0;
-    for (int64_t i = start; i < end; ++i) any |= non_finite(i);
-    if (any == 0) continue;
-    for (int64_t i = start; i < end; ++i) {
-      if (non_finite(i)) return i;
-    }
-  }
-  return -1;
-}
-
 // INVALID_ARGUMENT unless `chunk` holds `length` finite values in an
 // encoding the server takes: float32 always, bfloat16 when
 // `bfloat16_allowed` (gradients; initial values are float32 only).
@@ -137,7 +118,8 @@ absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_
   int64_t bad = -1;
   auto check = [&](int64_t first, const char* values, int64_t n) {
     if (bad >= 0) return;
-    const int64_t at = value_bytes == 4 ? FirstNonFinite(values, n) : FirstNonFiniteBfloat16(values, n);
+    const int64_t at = value_bytes == 4 ? FirstNonFinite<uint32_t, 0x7f800000u>(values, n)
+                                        : FirstNonFinite<uint16_t, 0x7f80u>(values, n);
     if (at >= 0) bad = first + at;
   };
   if (value_bytes == 4) {

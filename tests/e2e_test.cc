@@ -68,6 +68,23 @@ std::vector<std::string> WorkerArgs(const std::vector<std::string>& job, const C
   return args;
 }
 
+// Runs a job of 2 servers and 2 worker processes to the end (every process
+// must exit 0) and returns rank 0's summary JSON.
+std::string RunJob(const std::string& dir, const std::vector<std::string>& job) {
+  Cluster cluster = StartServers(job);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int r = 0; r < 2; ++r) {
+    workers.push_back(std::make_unique<ChildProcess>(RunfilePath("worker/ps_worker"), WorkerArgs(job, cluster, r, dir),
+                                                     absl::StrCat(dir, "/worker-", r, ".log")));
+  }
+  for (int r = 0; r < 2; ++r) {
+    INFO(ReadFile(absl::StrCat(dir, "/worker-", r, ".log")));
+    REQUIRE(workers[r]->Wait() == 0);
+  }
+  for (auto& s : cluster.servers) REQUIRE(WEXITSTATUS(s->Signal(SIGTERM)) == 0);
+  return ReadFile(dir + "/summary-0.json");
+}
+
 TEST_CASE("2 servers and 2 workers train mlp on Fashion-MNIST in every mode", "[e2e][process]") {
   for (const char* mode : {"sync", "async", "ssp"}) {
     DYNAMIC_SECTION(mode) {
@@ -81,20 +98,7 @@ TEST_CASE("2 servers and 2 workers train mlp on Fashion-MNIST in every mode", "[
           "--num_servers=2", "--num_workers=2", absl::StrCat("--mode=", mode), "--staleness=2",
           "--model=mlp", "--optimizer=sgd", lr, "--momentum=0.9", "--batch_size=64",
           "--epochs=2", "--max_steps_per_epoch=250", "--log_every=50", "--partition_bytes=262144"});
-      Cluster cluster = StartServers(job);
-      std::vector<std::unique_ptr<ChildProcess>> workers;
-      for (int r = 0; r < 2; ++r) {
-        workers.push_back(std::make_unique<ChildProcess>(RunfilePath("worker/ps_worker"),
-                                                         WorkerArgs(job, cluster, r, dir),
-                                                         absl::StrCat(dir, "/worker-", r, ".log")));
-      }
-      for (int r = 0; r < 2; ++r) {
-        INFO(ReadFile(absl::StrCat(dir, "/worker-", r, ".log")));
-        REQUIRE(workers[r]->Wait() == 0);
-      }
-      for (auto& s : cluster.servers) REQUIRE(WEXITSTATUS(s->Signal(SIGTERM)) == 0);
-
-      const std::string summary = ReadFile(dir + "/summary-0.json");
+      const std::string summary = RunJob(dir, job);
       INFO(summary);
       const std::vector<double> losses = JsonNumbers(summary, "mean_loss");
       REQUIRE(losses.size() == 2);
@@ -114,18 +118,7 @@ TEST_CASE("with --wire_dtype=bfloat16 the job trains as well and moves half the 
       "--num_servers=2", "--num_workers=2", "--mode=sync", "--model=mlp", "--optimizer=sgd", "--lr=0.05",
       "--momentum=0.9", "--batch_size=64", "--epochs=2", "--max_steps_per_epoch=250", "--log_every=50",
       "--partition_bytes=262144", "--wire_dtype=bfloat16"});
-  Cluster cluster = StartServers(job);
-  std::vector<std::unique_ptr<ChildProcess>> workers;
-  for (int r = 0; r < 2; ++r) {
-    workers.push_back(std::make_unique<ChildProcess>(RunfilePath("worker/ps_worker"), WorkerArgs(job, cluster, r, dir),
-                                                     absl::StrCat(dir, "/worker-", r, ".log")));
-  }
-  for (int r = 0; r < 2; ++r) {
-    INFO(ReadFile(absl::StrCat(dir, "/worker-", r, ".log")));
-    REQUIRE(workers[r]->Wait() == 0);
-  }
-  for (auto& s : cluster.servers) REQUIRE(WEXITSTATUS(s->Signal(SIGTERM)) == 0);
-  const std::string summary = ReadFile(dir + "/summary-0.json");
+  const std::string summary = RunJob(dir, job);
   INFO(summary);
   // mlp has 235146 parameters: pushed and pulled at 2 bytes each.
   REQUIRE(JsonNumbers(summary, "bytes_per_step") == std::vector<double>{2 * 235146 * 2});

@@ -102,7 +102,6 @@ void FillChunk(wire::Chunk* chunk, const ChunkInfo& c, const float* tensor_value
 
 void SetSession(wire::InitRequest& r, uint64_t s) { r.set_session_id(s); }
 void SetSession(wire::PullRequest& r, uint64_t s) { r.set_session_id(s); }
-void SetSession(wire::HeartbeatRequest& r, uint64_t s) { r.set_session_id(s); }
 void SetSession(wire::RegisterRequest&, uint64_t) {}
 void SetSession(RawPush& r, uint64_t s) { r.header.set_session_id(s); }
 
