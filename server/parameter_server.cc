@@ -161,7 +161,7 @@ class ParameterServerImpl final : public ParameterServer {
   ServerStats Stats() override;
   int server_id() const override { return options_.server_id; }
   Mode mode() const override { return options_.job.mode; }
-  void CountRefused() override { refused_.fetch_add(1); }
+  absl::Status RecordRefused(absl::Status status) override { return Refuse(std::move(status)); }
   void Shutdown() override;
 
  private:

@@ -115,9 +115,10 @@ class ParameterServer {
   virtual int server_id() const = 0;
   virtual Mode mode() const = 0;
 
-  // Counts a request refused before it reached the core (for example by the
-  // transport's size limit).
-  virtual void CountRefused() = 0;
+  // Counts and logs a request the transport refused before it reached the
+  // core (a malformed frame, an unknown pull encoding, ...), as the core
+  // does its own refusals; returns `status`.
+  virtual absl::Status RecordRefused(absl::Status status) = 0;
 
   // Fails all waiting pulls with UNAVAILABLE and refuses new pushes and
   // pulls; writes a final checkpoint when configured. Idempotent.

@@ -39,10 +39,7 @@ grpc::ServerUnaryReactor* PsService::Register(grpc::CallbackServerContext* ctx,
                                               const wire::RegisterRequest* req,
                                               wire::RegisterResponse* resp) {
   absl::StatusOr<JobView> view = JobViewFromProto(req->view());
-  if (!view.ok()) {
-    core_->CountRefused();
-    return Finish(ctx, view.status());
-  }
+  if (!view.ok()) return Finish(ctx, core_->RecordRefused(view.status()));
   absl::StatusOr<Registration> reg = core_->Register(req->rank(), *view);
   if (reg.ok()) {
     resp->set_session_id(reg->session_id);
@@ -56,10 +53,7 @@ grpc::ServerUnaryReactor* PsService::Register(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx, const wire::InitRequest* req,
                                           wire::InitResponse* resp) {
   absl::StatusOr<Layout> layout = LayoutFromProto(req->layout());
-  if (!layout.ok()) {
-    core_->CountRefused();
-    return Finish(ctx, layout.status());
-  }
+  if (!layout.ok()) return Finish(ctx, core_->RecordRefused(layout.status()));
   absl::StatusOr<wire::InitOutcome> outcome = core_->Init(req->session_id(), *layout, PayloadsOf(req->chunks()));
   if (outcome.ok()) resp->set_outcome(*outcome);
   return Finish(ctx, outcome.status());
@@ -80,8 +74,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx, cons
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req->dtype());
   if (!dtype.ok()) {
-    core_->CountRefused();
-    reactor->Finish(ToGrpcStatus(dtype.status()));
+    reactor->Finish(ToGrpcStatus(core_->RecordRefused(dtype.status())));
     return reactor;
   }
   std::vector<ChunkKey> keys;
@@ -128,8 +121,8 @@ grpc::ServerUnaryReactor* PsService::Admin(grpc::CallbackServerContext* ctx, con
     if (!path.ok()) return Finish(ctx, path.status());
     resp->set_checkpoint_path(*path);
   } else if (req->action() != wire::ADMIN_STATUS) {
-    core_->CountRefused();
-    return Finish(ctx, absl::InvalidArgumentError(absl::StrCat("unknown admin action ", req->action())));
+    return Finish(ctx, core_->RecordRefused(
+                           absl::InvalidArgumentError(absl::StrCat("unknown admin action ", req->action()))));
   }
   const ServerStats s = core_->Stats();
   wire::ServerStatus* st = resp->mutable_status();

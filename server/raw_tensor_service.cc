@@ -29,12 +29,9 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
 
  protected:
   virtual void Handle() = 0;
-  // Answers a malformed frame, counting it as refused (the core counts the
-  // requests it refuses itself).
-  void Refuse(const absl::Status& status) {
-    core_->CountRefused();
-    Reply(status);
-  }
+  // Answers a malformed frame, counting and logging it as refused (the core
+  // does so for the requests it refuses itself).
+  void Refuse(const absl::Status& status) { Reply(core_->RecordRefused(status)); }
   void Reply(const absl::Status& status, grpc::ByteBuffer response = {}) {
     if (!status.ok()) return Finish(ToGrpcStatus(status));
     response_ = std::move(response);
