@@ -153,7 +153,7 @@ class ParameterServerImpl final : public ParameterServer {
                                          const std::vector<ChunkPayload>& chunks) override;
   absl::StatusOr<std::vector<wire::PushOutcome>> Push(
       uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) override;
-  void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, absl::Time deadline,
+  void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, absl::Time deadline,
             PullDone done) override;
   absl::StatusOr<int64_t> Heartbeat(uint64_t session) override;
   void Tick() override;
@@ -513,7 +513,7 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
       chunk.version = k.version;
       chunk.weights = k.weights;
     }
-    bytes_pulled_.fetch_add(static_cast<int64_t>(chunk.weights->size() * sizeof(float)));
+    bytes_pulled_.fetch_add(static_cast<int64_t>(chunk.weights->size()) * pull.value_bytes);
     out.push_back(std::move(chunk));
   }
   pulls_.fetch_add(1);
@@ -526,7 +526,7 @@ void ParameterServerImpl::WakeReadyPulls() {
   }
 }
 
-void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys,
+void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
                                absl::Time deadline, PullDone done) {
   if (shut_down_) return done(absl::UnavailableError("server is shutting down"));
   absl::StatusOr<int> rank = TouchSession(session);
@@ -539,7 +539,7 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
   for (const ChunkKey& key : keys) {
     if (absl::StatusOr<KeyState*> k = FindOwned(key); !k.ok()) return done(Refuse(k.status()));
   }
-  PendingPull pull{*rank, step, std::move(keys), deadline, std::move(done)};
+  PendingPull pull{*rank, step, std::move(keys), ValueBytes(answer), deadline, std::move(done)};
   std::optional<PendingPull> ready =
       waiters_.AddUnlessReady(std::move(pull), [this](const PendingPull& p) { return PullReady(p); });
   if (ready) CompletePull(*std::move(ready));

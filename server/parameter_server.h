@@ -95,8 +95,9 @@ class ParameterServer {
   // Calls `done` exactly once, on this thread when the pull is ready now or
   // has an error, otherwise later on the thread that makes it ready or on the
   // housekeeping thread at `deadline` (DEADLINE_EXCEEDED) or at Shutdown()
-  // (UNAVAILABLE).
-  virtual void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys,
+  // (UNAVAILABLE). `answer` is the encoding the transport sends the weights
+  // in (float32 or bfloat16), for the pulled-bytes count.
+  virtual void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
                     absl::Time deadline, PullDone done) = 0;
 
   // Returns the current step.

@@ -80,7 +80,7 @@ grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx, cons
   std::vector<ChunkKey> keys;
   keys.reserve(req->keys_size());
   for (const wire::Key& k : req->keys()) keys.push_back({k.tensor(), k.chunk()});
-  core_->Pull(req->session_id(), req->step(), std::move(keys), DeadlineOf(ctx),
+  core_->Pull(req->session_id(), req->step(), std::move(keys), *dtype, DeadlineOf(ctx),
               [reactor, resp, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                 if (chunks.ok()) {
                   for (PulledChunk& c : *chunks) {

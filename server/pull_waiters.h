@@ -21,6 +21,7 @@ struct PendingPull {
   int rank = 0;
   int64_t step = 0;
   std::vector<ChunkKey> keys;
+  int value_bytes = 4;  // on the wire, per pulled value
   absl::Time deadline;
   ParameterServer::PullDone done;
 };

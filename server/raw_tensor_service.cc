@@ -110,7 +110,7 @@ class PullReactor final : public UnaryReactor {
     std::vector<ChunkKey> keys;
     keys.reserve(req.keys_size());
     for (const wire::Key& k : req.keys()) keys.push_back({k.tensor(), k.chunk()});
-    core_->Pull(req.session_id(), req.step(), std::move(keys), deadline_,
+    core_->Pull(req.session_id(), req.step(), std::move(keys), *dtype, deadline_,
                 [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (!chunks.ok()) return Reply(chunks.status());
                   wire::PullResponse resp;

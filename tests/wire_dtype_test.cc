@@ -124,9 +124,11 @@ TEST_CASE("a server applies bfloat16 pushes as their float32 values and answers 
   for (const auto& t : rounded) {
     for (float v : t) REQUIRE(v == expected_rounded);
   }
-  // Half the bytes: 2 per value of the 15 + 5 pushed.
+  // Half the bytes: 2 per value of the 15 + 5 pushed; the pulls count what
+  // went on the wire, 4 bytes per value for the float32 one, 2 for the other.
   const ServerStats stats = cluster.core(0)->Stats();
   CHECK(stats.bytes_pushed == 2 * (15 + 5));
+  CHECK(stats.bytes_pulled == (4 + 2) * (15 + 5));
 }
 
 }  // namespace
