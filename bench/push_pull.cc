@@ -1,9 +1,12 @@
 // push_pull: the wire benchmark's client. N client threads, each a worker of
-// an async job, push then pull one dense float32 tensor per round against
-// the servers given; per tensor size it prints the median ms per round and
-// GB/s of values (pushed plus pulled bytes over the round's time, summed
-// over clients), and in the same run one loopback TCP stream's GB/s and our
-// fraction of it. bench/push_pull_bench starts the servers.
+// an async job, push then pull one dense float32 tensor per round (or
+// --tensors=K tensors, each pulled when its own push is answered) against
+// the servers given; per tensor size it prints the median ms per round, GB/s
+// of values (pushed plus pulled bytes over the round's time, summed over
+// clients) and the machine's CPU use. Baselines in the same run (the machine
+// is shared): one memcpy, one loopback TCP stream, and per size a bare-socket
+// push+pull of the same bytes over as many connections; we print our fraction
+// of the last two. bench/push_pull_bench starts the servers.
 //
 //   push_pull --servers=127.0.0.1:7000 --clients=1 --sizes_mb=4,16,64
 #include <algorithm>
@@ -18,8 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/barrier.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "bench/tcp_stream.h"
+#include "bench/machine_cpu.h"
+#include "bench/baselines.h"
 #include "common/malloc_tuning.h"
 #include "common/wire_dtype.h"
 #include "worker/ps_client.h"
@@ -27,12 +32,18 @@
 ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of the servers (an async job of --clients workers).");
 ABSL_FLAG(int, clients, 1, "Client threads, one worker rank each; must equal the servers' --num_workers.");
 ABSL_FLAG(std::string, sizes_mb, "4,16,64", "Tensor sizes in MB (10^6 bytes, rounded to floats).");
+ABSL_FLAG(int, tensors, 1,
+          "Split each size into this many tensors of equal size; each is pushed then pulled on its own, all in "
+          "flight at once (as a worker's layers are). 1: one tensor, a strict push then pull.");
 ABSL_FLAG(int, repeats, 20, "Timed rounds per size; the median is reported.");
 ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
 ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
 ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip).");
+ABSL_FLAG(bool, socket_baseline, true,
+          "Per size, also time a bare-socket push+pull of the same bytes over the same number of connections "
+          "(clients x servers x channels_per_server): the kernel's copies alone, no gRPC, apply or copy-out.");
 
 namespace shardps {
 namespace {
@@ -45,6 +56,39 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes() {
     floats.push_back(static_cast<int64_t>(mb * 1e6 / 4));
   }
   return floats;
+}
+
+// One round: tensors [first, first + count) of `per_tensor` floats each,
+// laid end to end in `grads` and `out`. With one tensor, a push then a
+// pull; with several, each tensor's pull leaves when its own push is
+// answered, all tensors at once. `pushed` is when the last push was answered.
+absl::Status Round(PsClient& client, int64_t step, uint32_t first, int count, const float* grads, float* out,
+                   int64_t per_tensor, absl::Time& pushed) {
+  if (count == 1) {
+    absl::Status s = client.Push(step, {{first, grads}});
+    pushed = absl::Now();
+    return s.ok() ? client.Pull(step, {{first, out}}) : s;
+  }
+  absl::Mutex mu;
+  absl::Status first_error;
+  int pushes_left = count, pulls_left = count;
+  auto record = [&](const absl::Status& s, int& left) {
+    absl::MutexLock lock(&mu);
+    if (!s.ok() && first_error.ok()) first_error = s;
+    if (--left == 0 && &left == &pushes_left) pushed = absl::Now();
+  };
+  for (int t = 0; t < count; ++t) {
+    const uint32_t tensor = first + t;
+    float* into = out + t * per_tensor;
+    client.PushAsync(step, {{tensor, grads + t * per_tensor}}, [&, tensor, into](absl::Status s) {
+      record(s, pushes_left);
+      if (!s.ok()) return record(s, pulls_left);
+      client.PullAsync(step, {{tensor, into}}, [&](absl::Status p) { record(p, pulls_left); });
+    });
+  }
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(+[](int* left) { return *left == 0; }, &pulls_left));
+  return first_error;
 }
 
 int Run() {
@@ -71,8 +115,15 @@ int Run() {
     return 2;
   }
   base.wire_dtype = *wire_dtype;
+  const int tensors = absl::GetFlag(FLAGS_tensors);
+  if (tensors < 1) {
+    fprintf(stderr, "push_pull: --tensors must be >= 1\n");
+    return 2;
+  }
   for (size_t i = 0; i < sizes->size(); ++i) {
-    base.layout.tensors.push_back({absl::StrCat("t", i), {(*sizes)[i]}});
+    for (int t = 0; t < tensors; ++t) {
+      base.layout.tensors.push_back({absl::StrCat("t", i, ".", t), {(*sizes)[i] / tensors}});
+    }
   }
 
   double tcp = 0;
@@ -83,7 +134,8 @@ int Run() {
       return 1;
     }
     tcp = *b;
-    printf("baseline: one loopback TCP stream: %.2f GB/s\n", tcp / 1e9);
+    printf("baseline: one loopback TCP stream: %.2f GB/s; one 64 MB memcpy: %.2f GB/s\n", tcp / 1e9,
+           MemcpyBytesPerSecond(64 << 20) / 1e9);
   }
 
   const int repeats = absl::GetFlag(FLAGS_repeats), warmup = absl::GetFlag(FLAGS_warmup);
@@ -91,6 +143,8 @@ int Run() {
   std::vector<std::vector<double>> per_client(clients, std::vector<double>(sizes->size()));
   std::vector<std::vector<double>> push_ms(clients, std::vector<double>(sizes->size()));
   std::vector<absl::Status> errors(clients);
+  // The machine's CPU over client 0's timed rounds of each size.
+  std::vector<CpuSample> cpu_before(sizes->size()), cpu_after(sizes->size());
   // Clients start each size together.
   std::vector<std::unique_ptr<absl::Barrier>> barriers;
   for (size_t i = 0; i < sizes->size(); ++i) barriers.push_back(std::make_unique<absl::Barrier>(clients));
@@ -103,24 +157,29 @@ int Run() {
     if (s.ok()) s = (*client)->Register().status();
     if (s.ok()) {
       std::vector<std::vector<float>> init;
-      for (int64_t n : *sizes) init.emplace_back(n, 0.5f);
+      for (int64_t n : *sizes) {
+        for (int t = 0; t < tensors; ++t) init.emplace_back(n / tensors, 0.5f);
+      }
       s = (*client)->Init(init);
     }
     for (size_t i = 0; i < sizes->size(); ++i) {
-      std::vector<float> grads((*sizes)[i], 1e-9f), out((*sizes)[i]);
+      const int64_t per_tensor = (*sizes)[i] / tensors;
+      std::vector<float> grads(per_tensor * tensors, 1e-9f), out(per_tensor * tensors);
       std::vector<double> ms, push;
       barriers[i]->Block();
       for (int r = 0; s.ok() && r < warmup + repeats; ++r) {
+        if (r == warmup && rank == 0) cpu_before[i] = SampleMachineCpu();
         const absl::Time t0 = absl::Now();
-        s = (*client)->Push(r, {{static_cast<uint32_t>(i), grads.data()}});
-        const absl::Time t1 = absl::Now();
-        if (s.ok()) s = (*client)->Pull(r, {{static_cast<uint32_t>(i), out.data()}});
+        absl::Time pushed;
+        s = Round(**client, r, static_cast<uint32_t>(i * tensors), tensors, grads.data(), out.data(), per_tensor,
+                  pushed);
         if (r >= warmup) {
           ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
-          push.push_back(absl::ToDoubleMilliseconds(t1 - t0));
+          push.push_back(absl::ToDoubleMilliseconds(pushed - t0));
         }
       }
       if (!s.ok()) break;
+      if (rank == 0) cpu_after[i] = SampleMachineCpu();
       std::sort(ms.begin(), ms.end());
       std::sort(push.begin(), push.end());
       per_client[rank][i] = ms[ms.size() / 2];
@@ -137,15 +196,29 @@ int Run() {
       return 1;
     }
   }
-  printf("%-8s %8s %10s %10s %14s %12s\n", "size_MB", "clients", "ms/round", "push_ms", "GB/s_values", "of_TCP");
+  const int connections = clients * static_cast<int>(base.servers.size()) * std::max(1, base.channels_per_server);
+  printf("%-8s %8s %8s %10s %10s %12s %8s %12s %11s %9s\n", "size_MB", "clients", "tensors", "ms/round", "push_ms",
+         "GB/s_values", "of_TCP", "sockets_GB/s", "of_sockets", "cpu_busy");
   for (size_t i = 0; i < sizes->size(); ++i) {
     std::vector<double> ms;
     for (int c = 0; c < clients; ++c) ms.push_back(per_client[c][i]);
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];
-    const double gbps = clients * 2.0 * (*sizes)[i] * 4 / (median / 1e3) / 1e9;
-    printf("%-8.0f %8d %10.2f %10.2f %14.2f %12.2f\n", (*sizes)[i] * 4 / 1e6, clients, median, push_ms[0][i], gbps,
-           tcp > 0 ? gbps * 1e9 / tcp : 0.0);
+    const double round_bytes = clients * 2.0 * ((*sizes)[i] / tensors) * tensors * 4;  // pushed plus pulled
+    const double gbps = round_bytes / (median / 1e3) / 1e9;
+    double sockets = 0;
+    if (absl::GetFlag(FLAGS_socket_baseline)) {
+      absl::StatusOr<double> b =
+          LoopbackPushPullSeconds(static_cast<int64_t>(round_bytes / 2), connections, repeats);
+      if (!b.ok()) {
+        fprintf(stderr, "push_pull: socket baseline: %s\n", std::string(b.status().message()).c_str());
+        return 1;
+      }
+      sockets = round_bytes / *b / 1e9;
+    }
+    printf("%-8.0f %8d %8d %10.2f %10.2f %12.2f %8.2f %12.2f %11.2f %9.2f\n", (*sizes)[i] * 4 / 1e6, clients, tensors,
+           median, push_ms[0][i], gbps, tcp > 0 ? gbps * 1e9 / tcp : 0.0, sockets, sockets > 0 ? gbps / sockets : 0.0,
+           BusyFraction(cpu_before[i], cpu_after[i]));
   }
   return 0;
 }
