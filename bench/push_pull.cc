@@ -40,7 +40,7 @@ ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
 ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
-ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip).");
+ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip it and the memcpy one).");
 ABSL_FLAG(bool, socket_baseline, true,
           "Per size, also time a bare-socket push+pull of the same bytes over the same number of connections "
           "(clients x servers x channels_per_server): the kernel's copies alone, no gRPC, apply or copy-out.");
@@ -72,18 +72,19 @@ absl::Status Round(PsClient& client, int64_t step, uint32_t first, int count, co
   absl::Mutex mu;
   absl::Status first_error;
   int pushes_left = count, pulls_left = count;
-  auto record = [&](const absl::Status& s, int& left) {
+  // Counts one answer down in `left`; stamps `*last` when it was the last.
+  auto record = [&](const absl::Status& s, int& left, absl::Time* last) {
     absl::MutexLock lock(&mu);
     if (!s.ok() && first_error.ok()) first_error = s;
-    if (--left == 0 && &left == &pushes_left) pushed = absl::Now();
+    if (--left == 0 && last != nullptr) *last = absl::Now();
   };
   for (int t = 0; t < count; ++t) {
     const uint32_t tensor = first + t;
     float* into = out + t * per_tensor;
     client.PushAsync(step, {{tensor, grads + t * per_tensor}}, [&, tensor, into](absl::Status s) {
-      record(s, pushes_left);
-      if (!s.ok()) return record(s, pulls_left);
-      client.PullAsync(step, {{tensor, into}}, [&](absl::Status p) { record(p, pulls_left); });
+      record(s, pushes_left, &pushed);
+      if (!s.ok()) return record(s, pulls_left, nullptr);
+      client.PullAsync(step, {{tensor, into}}, [&](absl::Status p) { record(p, pulls_left, nullptr); });
     });
   }
   absl::MutexLock lock(&mu);
