@@ -1,5 +1,6 @@
-// Time source, injected so that tests of heartbeats and timeouts need no
-// sleeps. Implementations are thread-safe.
+// Time source, injected so that tests of heartbeats, timeouts and backoff
+// advance a ManualClock instead of sleeping. Implementations are
+// thread-safe.
 #ifndef SHARDPS_COMMON_CLOCK_H_
 #define SHARDPS_COMMON_CLOCK_H_
 
@@ -13,14 +14,22 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual absl::Time Now() = 0;
+  // Waits until `cond` holds (true) or Now() reaches `deadline` (false).
+  // `cond` is evaluated with `mu` held, as absl::Mutex::Await does.
+  // REQUIRES: mu held.
+  virtual bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline) = 0;
 };
 
 class RealClock final : public Clock {
  public:
   absl::Time Now() override { return absl::Now(); }
+  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline) override {
+    return mu->AwaitWithDeadline(cond, deadline);
+  }
 };
 
-// A clock that moves only when told to.
+// A clock that moves only when told to. Waiters notice an Advance() within
+// a millisecond of real time.
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(absl::Time start = absl::UnixEpoch()) : now_(start) {}
@@ -32,10 +41,40 @@ class ManualClock final : public Clock {
     absl::MutexLock lock(&mu_);
     now_ += d;
   }
+  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond, absl::Time deadline) override {
+    while (!cond.Eval()) {
+      if (Now() >= deadline) return false;
+      mu->AwaitWithTimeout(cond, absl::Milliseconds(1));
+    }
+    return true;
+  }
 
  private:
   absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
+};
+
+// A flag that background loops wait on between rounds: Stop() ends every
+// wait at once.
+class StopFlag {
+ public:
+  void Stop() {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+  bool stopped() {
+    absl::MutexLock lock(&mu_);
+    return stopped_;
+  }
+  // Waits until Stop() (true) or until `clock` has moved on by `d` (false).
+  bool WaitFor(Clock& clock, absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    return clock.AwaitWithDeadline(&mu_, absl::Condition(&stopped_), clock.Now() + d);
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace shardps

@@ -9,6 +9,7 @@
 #define SHARDPS_SERVER_KEY_STATE_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,8 +21,9 @@
 namespace shardps {
 
 struct KeyState {
-  KeyState(const ChunkInfo& chunk, int num_slots, int num_workers)
+  KeyState(const ChunkInfo& chunk, size_t index_on_server, int num_slots, int num_workers)
       : info(chunk),
+        index(index_on_server),
         weights(std::make_shared<std::vector<float>>(chunk.length)),
         slots(num_slots, std::vector<float>(chunk.length)),
         last_pushed_step(num_workers, -1) {}
@@ -30,6 +32,7 @@ struct KeyState {
 
   // Constant after construction.
   const ChunkInfo info;
+  const size_t index;  // among the keys of its server, in key order.
 
   absl::Mutex mu;
   std::shared_ptr<std::vector<float>> weights ABSL_GUARDED_BY(mu);

@@ -7,14 +7,15 @@
 
 namespace shardps {
 
-Membership::Membership(int num_workers, absl::Duration timeout, Clock* clock)
-    : timeout_(timeout), clock_(clock), workers_(num_workers) {
-  // Workers not registered yet are expected: live until the timeout, so the
-  // first sync step waits for all of them but never forever.
+Membership::Membership(int num_workers, absl::Duration timeout, absl::Duration pause_threshold, Clock* clock)
+    : timeout_(timeout), pause_threshold_(pause_threshold), clock_(clock), workers_(num_workers) {
   absl::MutexLock lock(&mu_);
+  last_tick_ = clock_->Now();
   for (Worker& w : workers_) {
+    // Not registered yet: expected, so the first sync step waits for every
+    // worker, but never forever.
     w.live = true;
-    w.last_seen = clock_->Now();
+    w.last_seen = last_tick_;
   }
 }
 
@@ -48,6 +49,16 @@ absl::StatusOr<int> Membership::Touch(uint64_t session_id) {
       absl::StrCat("unknown session ", session_id, "; register first"));
 }
 
+absl::Duration Membership::NoteTick() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  const absl::Duration gap = now - last_tick_;
+  last_tick_ = now;
+  if (gap <= pause_threshold_) return absl::ZeroDuration();
+  for (Worker& w : workers_) w.last_seen = std::max(w.last_seen, std::min(now, w.last_seen + gap));
+  return gap;
+}
+
 std::vector<int> Membership::ExpireSilent() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
@@ -63,6 +74,12 @@ std::vector<int> Membership::ExpireSilent() {
   return dead;
 }
 
+void Membership::Reset(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (Worker& w : workers_) w = Worker{true, 0, now, step, step};
+}
+
 std::vector<bool> Membership::RequiredForStep(int64_t step) {
   absl::MutexLock lock(&mu_);
   std::vector<bool> required(workers_.size());
@@ -75,6 +92,23 @@ std::vector<bool> Membership::RequiredForStep(int64_t step) {
 void Membership::AdvanceClock(int rank, int64_t clock) {
   absl::MutexLock lock(&mu_);
   workers_[rank].clock = std::max(workers_[rank].clock, clock);
+}
+
+void Membership::RestoreClocks(const std::vector<int64_t>& clocks) {
+  absl::MutexLock lock(&mu_);
+  for (size_t r = 0; r < workers_.size() && r < clocks.size(); ++r) workers_[r].clock = clocks[r];
+}
+
+std::vector<int64_t> Membership::Clocks() {
+  absl::MutexLock lock(&mu_);
+  std::vector<int64_t> out;
+  for (const Worker& w : workers_) out.push_back(w.clock);
+  return out;
+}
+
+int64_t Membership::ClockOf(int rank) {
+  absl::MutexLock lock(&mu_);
+  return workers_[rank].clock;
 }
 
 int64_t Membership::MinLiveClock() {

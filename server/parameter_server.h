@@ -1,5 +1,5 @@
 // The transport-free parameter-server core: keys, versions, aggregation,
-// optimizer, membership and checkpoints of one server's shard.
+// optimizer, membership, checkpoints and recovery of one server's shard.
 //
 // The gRPC service (server/ps_service.h) turns protos into calls on this
 // interface; tests drive it in-process. Every method is thread-safe.
@@ -7,17 +7,22 @@
 // has reached and a pull waits for the version it names; in async mode every
 // push is applied at once; in ssp mode pulls wait for the slowest live worker
 // to be within `staleness` steps.
+//
+// Recovery (DESIGN.md, "Failures"): every start is a new incarnation. A
+// server that restores a checkpoint in sync or ssp mode awaits a rewind: it
+// refuses pushes and pulls (ABORTED) until a worker sends every server a
+// Rewind to the newest step all of them hold a checkpoint of.
 #ifndef SHARDPS_SERVER_PARAMETER_SERVER_H_
 #define SHARDPS_SERVER_PARAMETER_SERVER_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/job_view.h"
@@ -29,14 +34,6 @@
 
 namespace shardps {
 
-// A chunk as it arrives: the payload is borrowed from the request, in one or
-// more pieces that together hold its bytes in order (server/payload_blocks.h).
-struct ChunkPayload {
-  ChunkKey key;
-  wire::DType dtype = wire::DTYPE_FLOAT32;
-  PayloadPieces pieces;
-};
-
 struct PulledChunk {
   ChunkKey key;
   int64_t version = 0;
@@ -47,8 +44,26 @@ struct PulledChunk {
 
 struct Registration {
   uint64_t session_id = 0;
-  int64_t current_step = 0;
+  int64_t current_step = 0;           // the step this worker continues at.
   absl::Duration heartbeat_interval;  // how often an idle worker should call.
+  uint64_t incarnation = 0;
+  int64_t timeline = 0;
+  bool awaiting_rewind = false;
+  bool initialized = false;
+  bool trained = false;                   // some key has had an optimizer step.
+  std::vector<int64_t> checkpoint_steps;  // ascending.
+};
+
+// A server that restarted: its id and the incarnation it restarted as.
+struct RestartedServer {
+  int server_id = 0;
+  uint64_t incarnation = 0;
+};
+
+struct RewindResult {
+  bool rewound = false;  // false: an earlier rewind answered these restarts.
+  int64_t timeline = 0;
+  int64_t steps_lost = 0;
 };
 
 struct ServerStats {
@@ -67,22 +82,33 @@ struct ServerStats {
   int64_t steps_completed_short = 0;  // sync steps completed without a dead worker.
   double apply_seconds = 0;
   int64_t checkpoint_step = -1;
+  uint64_t incarnation = 0;
+  int64_t timeline = 0;
+  int64_t rewinds = 0;              // rewinds applied by this incarnation.
+  int64_t steps_lost_total = 0;     // steps those rewinds went back.
+  bool awaiting_rewind = false;
+  std::vector<int64_t> checkpoint_steps;
 };
 
 class ParameterServer {
  public:
   using PullDone = std::function<void(absl::StatusOr<std::vector<PulledChunk>>)>;
 
-  // Restores the shard from options.checkpoint_dir when a checkpoint is there.
-  // `clock` must outlive the server. INVALID_ARGUMENT on bad options;
-  // DATA_LOSS or FAILED_PRECONDITION on an unreadable or foreign checkpoint.
+  // Opens options.checkpoint_dir (creating it; FAILED_PRECONDITION naming
+  // the path and the OS error when it cannot be written) and restores the
+  // newest checkpoint there. `clock` must outlive the server.
+  // INVALID_ARGUMENT on bad options; DATA_LOSS or FAILED_PRECONDITION on an
+  // unreadable or foreign checkpoint.
   static absl::StatusOr<std::unique_ptr<ParameterServer>> Create(const ServerOptions& options,
                                                                  Clock* clock);
   virtual ~ParameterServer() = default;
 
   // Checks the worker's view of the job; FAILED_PRECONDITION names the first
-  // field that differs. INVALID_ARGUMENT for a rank out of range.
-  virtual absl::StatusOr<Registration> Register(int rank, const JobView& view) = 0;
+  // field that differs. INVALID_ARGUMENT for a rank out of range. The worker
+  // continues at `resume_step` when given, else at this server's current
+  // step.
+  virtual absl::StatusOr<Registration> Register(int rank, const JobView& view,
+                                                std::optional<int64_t> resume_step) = 0;
 
   // First writer wins. `chunks` must be exactly this server's keys.
   virtual absl::StatusOr<wire::InitOutcome> Init(uint64_t session, const Layout& layout,
@@ -94,27 +120,36 @@ class ParameterServer {
 
   // Calls `done` exactly once, on this thread when the pull is ready now or
   // has an error, otherwise later on the thread that makes it ready or on the
-  // housekeeping thread at `deadline` (DEADLINE_EXCEEDED) or at Shutdown()
-  // (UNAVAILABLE). `answer` is the encoding the transport sends the weights
-  // in (float32 or bfloat16), for the pulled-bytes count.
+  // housekeeping thread at `deadline` (DEADLINE_EXCEEDED), at a rewind
+  // (ABORTED) or at Shutdown() (UNAVAILABLE). `answer` is the encoding the
+  // transport sends the weights in (float32 or bfloat16), for the
+  // pulled-bytes count.
   virtual void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
                     absl::Time deadline, PullDone done) = 0;
 
   // Returns the current step.
   virtual absl::StatusOr<int64_t> Heartbeat(uint64_t session) = 0;
 
+  // Restores the checkpoint of `step` unless every server in `restarted`
+  // was answered by an earlier rewind (see proto/shardps.proto, Rewind).
+  // FAILED_PRECONDITION when this server awaits a rewind that `restarted`
+  // does not name; NOT_FOUND when it has no checkpoint of `step`.
+  virtual absl::StatusOr<RewindResult> Rewind(int64_t step, const std::vector<RestartedServer>& restarted) = 0;
+
   // Declares silent workers dead (completing sync steps that waited only for
-  // them), expires overdue pulls, and writes time-based checkpoints. Called
+  // them), expires overdue pulls, and writes checkpoints that are due. Called
   // by the housekeeping thread; tests with a ManualClock call it directly.
   virtual void Tick() = 0;
 
   // Writes a checkpoint now; returns its path. FAILED_PRECONDITION without a
-  // checkpoint_dir or before Init.
+  // checkpoint_dir or before Init; UNAVAILABLE in sync mode while a step is
+  // half applied.
   virtual absl::StatusOr<std::string> CheckpointNow() = 0;
 
   virtual ServerStats Stats() = 0;
   virtual int server_id() const = 0;
   virtual Mode mode() const = 0;
+  virtual uint64_t incarnation() const = 0;
 
   // Counts and logs a request the transport refused before it reached the
   // core (a malformed frame, an unknown pull encoding, ...), as the core

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "common/key_partition.h"
 #include "common/wire_dtype.h"
 #include "proto/shardps.pb.h"
 #include "server/optimizer.h"
@@ -17,6 +18,14 @@
 namespace shardps {
 
 using PayloadPieces = std::vector<absl::string_view>;
+
+// A chunk as it arrives: the payload is borrowed from the request, in one or
+// more pieces that together hold its bytes in order.
+struct ChunkPayload {
+  ChunkKey key;
+  wire::DType dtype = wire::DTYPE_FLOAT32;
+  PayloadPieces pieces;
+};
 
 inline int64_t PayloadBytes(const PayloadPieces& pieces) {
   int64_t n = 0;

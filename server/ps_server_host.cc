@@ -1,60 +1,94 @@
 #include "server/ps_server_host.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <grpc/grpc.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/bulk_channel_args.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
+namespace {
+
+// Why `address`:`port` cannot be bound, as the OS says it (gRPC only logs
+// it): tries an IPv4 bind itself. Empty when the bind works.
+std::string BindFailure(const std::string& address, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) return "not an IPv4 address";
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return std::strerror(errno);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  std::string failure;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) failure = std::strerror(errno);
+  close(fd);
+  return failure;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOptions& options,
-                                                                  std::unique_ptr<ParameterServer> core) {
+                                                                  std::unique_ptr<ParameterServer> core,
+                                                                  Clock* clock) {
   std::unique_ptr<PsServerHost> host(new PsServerHost());
   host->core_ = std::move(core);
-  host->service_ = std::make_unique<PsService>(host->core_.get());
-  host->raw_service_ = std::make_unique<RawTensorService>(host->core_.get());
+  host->clock_ = clock;
+  host->dispatcher_ = std::make_unique<ServiceDispatcher>(host->core_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.address, ":", options.port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &host->port_);
-  builder.RegisterService(host->service_.get());
-  builder.RegisterCallbackGenericService(host->raw_service_.get());
+  builder.RegisterCallbackGenericService(host->dispatcher_.get());
   for (const auto& [name, value] : BulkChannelArgs()) builder.AddChannelArgument(name, value);
+  // Two servers on one port would split the workers' connections between
+  // them: a busy port is an error, not shared.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   host->server_ = builder.BuildAndStart();
   if (host->server_ == nullptr || host->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+    const std::string why = BindFailure(options.address, options.port);
+    return absl::UnavailableError(absl::StrCat("cannot listen on address ", options.address, " port ", options.port,
+                                               ": ", why.empty() ? "gRPC refused the address" : why));
   }
   if (options.metrics_port >= 0) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics =
         MetricsEndpoint::Start(absl::StrCat(options.address, ":", options.metrics_port), host->core_.get());
-    if (!metrics.ok()) {
-      host->server_->Shutdown();
-      return metrics.status();
-    }
+    if (!metrics.ok()) return metrics.status();
     host->metrics_ = *std::move(metrics);
   }
   host->housekeeper_ = std::thread([h = host.get(), interval = options.tick_interval] { h->Housekeep(interval); });
-  spdlog::info("server {} serving {} mode on port {} (metrics port {})", host->core_->server_id(),
-               ModeName(host->core_->mode()), host->port_, host->metrics_port());
+  spdlog::info("server {} serving {} mode on port {} (metrics port {}), incarnation {:016x}",
+               host->core_->server_id(), ModeName(host->core_->mode()), host->port_, host->metrics_port(),
+               host->core_->incarnation());
   return host;
 }
 
 void PsServerHost::Housekeep(absl::Duration interval) {
-  while (!stop_.WaitForNotificationWithTimeout(interval)) core_->Tick();
+  while (!stop_.WaitFor(*clock_, interval)) core_->Tick();
 }
 
 void PsServerHost::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  stop_.Notify();
+  stop_.Stop();
   if (housekeeper_.joinable()) housekeeper_.join();
   core_->Shutdown();  // fails waiting pulls so their calls can finish.
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  server_->Wait();
+  if (server_ != nullptr) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Wait();
+  }
   metrics_.reset();
   spdlog::info("server {} stopped", core_->server_id());
 }

@@ -1,5 +1,6 @@
-// Hosts a ParameterServer on a port: the gRPC server with the ParameterService
-// and the health service, the housekeeping thread that calls Tick(), and the
+// Hosts a ParameterServer on a port: the gRPC server with every ShardPS
+// method (server/service_dispatcher.h) and the health service, the
+// housekeeping thread that calls Tick() on the injected clock, and the
 // metrics endpoint. Used by ps_server's main() and by service tests.
 //
 // Start() then Shutdown(); thread-safe.
@@ -13,12 +14,11 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "server/parameter_server.h"
-#include "server/ps_service.h"
-#include "server/raw_tensor_service.h"
 #include "server/server_metrics.h"
+#include "server/service_dispatcher.h"
 
 namespace shardps {
 
@@ -27,14 +27,16 @@ struct HostOptions {
   int port = 0;                       // 0 picks a free port.
   int metrics_port = -1;              // -1: no metrics endpoint; 0 picks one.
   int64_t max_message_bytes = 256 << 20;  // both directions.
-  absl::Duration tick_interval = absl::Milliseconds(20);
+  absl::Duration tick_interval = absl::Milliseconds(20);  // on the host's clock
 };
 
 class PsServerHost {
  public:
-  // Takes ownership of `core`. UNAVAILABLE when the port cannot be bound.
+  // Takes ownership of `core`; `clock` (the core's) must outlive the host.
+  // UNAVAILABLE naming the address, the port and the reason when the port
+  // cannot be bound (in use, not permitted, no such address).
   static absl::StatusOr<std::unique_ptr<PsServerHost>> Start(const HostOptions& options,
-                                                             std::unique_ptr<ParameterServer> core);
+                                                             std::unique_ptr<ParameterServer> core, Clock* clock);
   ~PsServerHost();
   PsServerHost(const PsServerHost&) = delete;
   PsServerHost& operator=(const PsServerHost&) = delete;
@@ -52,12 +54,12 @@ class PsServerHost {
   void Housekeep(absl::Duration interval);
 
   std::unique_ptr<ParameterServer> core_;
-  std::unique_ptr<PsService> service_;
-  std::unique_ptr<RawTensorService> raw_service_;  // Push and Pull without payload copies
+  Clock* clock_ = nullptr;
+  std::unique_ptr<ServiceDispatcher> dispatcher_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::thread housekeeper_;
-  absl::Notification stop_;
+  StopFlag stop_;
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -1,7 +1,5 @@
 // ps_server: one shard of a ShardPS parameter server. Flags live here only;
 // they become ServerOptions and HostOptions and nothing else reads them.
-#include <signal.h>
-
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +9,7 @@
 #include "common/command_line.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/shutdown_signal.h"
 #include "server/parameter_server.h"
 #include "server/ps_server_host.h"
 #include "spdlog/spdlog.h"
@@ -38,9 +37,12 @@ ABSL_FLAG(double, lr_gamma, 0.1, "step schedule: decay factor.");
 ABSL_FLAG(int64_t, lr_total_steps, 10000, "cosine schedule: steps from lr down to lr_min.");
 ABSL_FLAG(double, lr_min, 0.0, "cosine schedule: final learning rate.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for shard checkpoints; empty: none. Restored on start.");
-ABSL_FLAG(int64_t, checkpoint_every, 0, "Write a checkpoint every this many steps (0: not by steps).");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "Write a checkpoint every this many steps (0: not by steps). A sync or ssp job that loses a server "
+          "goes back at most this far.");
 ABSL_FLAG(absl::Duration, checkpoint_every_seconds, absl::ZeroDuration(),
           "Write a checkpoint at this interval, e.g. 60s (0: not by time).");
+ABSL_FLAG(int, checkpoints_to_keep, 2, "Checkpoints kept on disk, newest first (at least 2 for rewinds).");
 ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(30),
           "A worker silent for longer is declared dead and sync steps go on without it.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat interval told to workers.");
@@ -81,13 +83,21 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.optimizer.schedule.min_lr = absl::GetFlag(FLAGS_lr_min);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every);
-  o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every_seconds);
+  o.checkpoint_every_interval = absl::GetFlag(FLAGS_checkpoint_every_seconds);
+  o.checkpoints_to_keep = absl::GetFlag(FLAGS_checkpoints_to_keep);
   o.worker_timeout = absl::GetFlag(FLAGS_worker_timeout);
   o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   return o;
 }
 
-int Run() {
+// Exits 0 when a signal came during start-up (logged), else -1 to go on.
+int StoppedDuringStartUp(ShutdownSignal& signal, const char* phase) {
+  if (!signal.received()) return -1;
+  spdlog::info("signal {} received {}: exiting before serving", signal.Wait(), phase);
+  return 0;
+}
+
+int Run(ShutdownSignal& signal) {
   if (absl::Status s = SetUpLogging(absl::GetFlag(FLAGS_log_level),
                                     "server " + std::to_string(absl::GetFlag(FLAGS_server_id)));
       !s.ok()) {
@@ -99,25 +109,20 @@ int Run() {
     spdlog::critical("bad flags: {}", std::string(options.status().message()));
     return 2;
   }
-  // SIGTERM and SIGINT are taken by sigwait() below, on this thread only.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  if (int code = StoppedDuringStartUp(signal, "before start-up"); code >= 0) return code;
   RealClock clock;
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(*options, &clock);
   if (!core.ok()) {
     spdlog::critical("cannot start: {}", std::string(core.status().message()));
     return 1;
   }
+  if (int code = StoppedDuringStartUp(signal, "while restoring"); code >= 0) return code;
   HostOptions host_options;
   host_options.address = absl::GetFlag(FLAGS_bind_address);
   host_options.port = absl::GetFlag(FLAGS_port);
   host_options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   host_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  absl::StatusOr<std::unique_ptr<PsServerHost>> host = PsServerHost::Start(host_options, *std::move(core));
+  absl::StatusOr<std::unique_ptr<PsServerHost>> host = PsServerHost::Start(host_options, *std::move(core), &clock);
   if (!host.ok()) {
     spdlog::critical("cannot start: {}", std::string(host.status().message()));
     return 1;
@@ -125,9 +130,7 @@ int Run() {
   // Launchers read this line to learn the port.
   printf("LISTENING port=%d metrics_port=%d\n", (*host)->port(), (*host)->metrics_port());
   fflush(stdout);
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  spdlog::info("signal {} received: shutting down", signal_number);
+  spdlog::info("signal {} received: shutting down", signal.Wait());
   (*host)->Shutdown();
   return 0;
 }
@@ -136,9 +139,10 @@ int Run() {
 }  // namespace shardps
 
 int main(int argc, char** argv) {
+  shardps::ShutdownSignal signal;  // first: before any thread starts
   shardps::KeepFreedMemoryForReuse();
   shardps::ParseJobCommandLine(argc, argv,
                                "ps_server: one shard of a ShardPS parameter server.\n"
                                "  ps_server --flagfile=job.flags --server_id=0 --port=7000");
-  return shardps::Run();
+  return shardps::Run(signal);
 }

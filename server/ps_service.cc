@@ -1,22 +1,20 @@
 #include "server/ps_service.h"
 
-#include <chrono>
+#include <grpcpp/impl/codegen/proto_utils.h>
+
 #include <cstring>
+#include <functional>
 #include <vector>
 
-#include "absl/time/clock.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "common/tensor_frame.h"
 #include "common/wire_dtype.h"
+#include "proto/shardps.pb.h"
+#include "server/unary_reactor.h"
 
 namespace shardps {
 namespace {
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 std::vector<ChunkPayload> PayloadsOf(const google::protobuf::RepeatedPtrField<wire::Chunk>& chunks) {
   std::vector<ChunkPayload> out;
@@ -27,107 +25,112 @@ std::vector<ChunkPayload> PayloadsOf(const google::protobuf::RepeatedPtrField<wi
   return out;
 }
 
-absl::Time DeadlineOf(grpc::CallbackServerContext* ctx) {
-  const auto deadline = ctx->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
+// Parses the request as Req, or refuses it INVALID_ARGUMENT naming Req.
+template <typename Req>
+class ProtoReactor : public UnaryReactor {
+ public:
+  using UnaryReactor::UnaryReactor;
 
-}  // namespace
+ protected:
+  virtual void Serve(const Req& req) = 0;
 
-grpc::ServerUnaryReactor* PsService::Register(grpc::CallbackServerContext* ctx,
-                                              const wire::RegisterRequest* req,
-                                              wire::RegisterResponse* resp) {
-  absl::StatusOr<JobView> view = JobViewFromProto(req->view());
-  if (!view.ok()) return Finish(ctx, core_->RecordRefused(view.status()));
-  absl::StatusOr<Registration> reg = core_->Register(req->rank(), *view);
-  if (reg.ok()) {
-    resp->set_session_id(reg->session_id);
-    resp->set_current_step(reg->current_step);
-    resp->set_server_id(core_->server_id());
-    resp->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(reg->heartbeat_interval));
+ private:
+  void Handle() final {
+    Req req;
+    if (!grpc::SerializationTraits<Req>::Deserialize(&request_, &req).ok()) {
+      return Refuse(absl::InvalidArgumentError(
+          absl::StrCat("request does not parse as ", Req::descriptor()->full_name())));
+    }
+    Serve(req);
   }
-  return Finish(ctx, reg.status());
+};
+
+// A method answered at once: Handler(core, request) -> StatusOr<Resp>.
+template <typename Req, typename Resp>
+class ImmediateReactor final : public ProtoReactor<Req> {
+ public:
+  using Handler = absl::StatusOr<Resp> (*)(ParameterServer*, const Req&);
+  ImmediateReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core, Handler handler)
+      : ProtoReactor<Req>(ctx, core), handler_(handler) {}
+
+ private:
+  void Serve(const Req& req) override {
+    absl::StatusOr<Resp> resp = handler_(this->core_, req);
+    if (!resp.ok()) return this->Reply(resp.status());
+    this->Reply(absl::OkStatus(), MessageBuffer(*resp));
+  }
+  const Handler handler_;
+};
+
+absl::StatusOr<wire::RegisterResponse> Register(ParameterServer* core, const wire::RegisterRequest& req) {
+  absl::StatusOr<JobView> view = JobViewFromProto(req.view());
+  if (!view.ok()) return core->RecordRefused(view.status());
+  std::optional<int64_t> resume;
+  if (req.has_resume_step()) resume = req.resume_step();
+  absl::StatusOr<Registration> reg = core->Register(req.rank(), *view, resume);
+  if (!reg.ok()) return reg.status();
+  wire::RegisterResponse resp;
+  resp.set_session_id(reg->session_id);
+  resp.set_current_step(reg->current_step);
+  resp.set_server_id(core->server_id());
+  resp.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(reg->heartbeat_interval));
+  resp.set_incarnation(reg->incarnation);
+  resp.set_timeline(reg->timeline);
+  resp.set_awaiting_rewind(reg->awaiting_rewind);
+  resp.set_initialized(reg->initialized);
+  resp.set_trained(reg->trained);
+  for (int64_t s : reg->checkpoint_steps) resp.add_checkpoint_steps(s);
+  return resp;
 }
 
-grpc::ServerUnaryReactor* PsService::Init(grpc::CallbackServerContext* ctx, const wire::InitRequest* req,
-                                          wire::InitResponse* resp) {
-  absl::StatusOr<Layout> layout = LayoutFromProto(req->layout());
-  if (!layout.ok()) return Finish(ctx, core_->RecordRefused(layout.status()));
-  absl::StatusOr<wire::InitOutcome> outcome = core_->Init(req->session_id(), *layout, PayloadsOf(req->chunks()));
-  if (outcome.ok()) resp->set_outcome(*outcome);
-  return Finish(ctx, outcome.status());
+absl::StatusOr<wire::InitResponse> Init(ParameterServer* core, const wire::InitRequest& req) {
+  absl::StatusOr<Layout> layout = LayoutFromProto(req.layout());
+  if (!layout.ok()) return core->RecordRefused(layout.status());
+  absl::StatusOr<wire::InitOutcome> outcome = core->Init(req.session_id(), *layout, PayloadsOf(req.chunks()));
+  if (!outcome.ok()) return outcome.status();
+  wire::InitResponse resp;
+  resp.set_outcome(*outcome);
+  return resp;
 }
 
-grpc::ServerUnaryReactor* PsService::Push(grpc::CallbackServerContext* ctx, const wire::PushRequest* req,
-                                          wire::PushResponse* resp) {
+absl::StatusOr<wire::PushResponse> Push(ParameterServer* core, const wire::PushRequest& req) {
   absl::StatusOr<std::vector<wire::PushOutcome>> outcomes =
-      core_->Push(req->session_id(), req->step(), PayloadsOf(req->chunks()));
-  if (outcomes.ok()) {
-    for (wire::PushOutcome o : *outcomes) resp->add_outcomes(o);
-  }
-  return Finish(ctx, outcomes.status());
+      core->Push(req.session_id(), req.step(), PayloadsOf(req.chunks()));
+  if (!outcomes.ok()) return outcomes.status();
+  wire::PushResponse resp;
+  for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
+  return resp;
 }
 
-grpc::ServerUnaryReactor* PsService::Pull(grpc::CallbackServerContext* ctx, const wire::PullRequest* req,
-                                          wire::PullResponse* resp) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req->dtype());
-  if (!dtype.ok()) {
-    reactor->Finish(ToGrpcStatus(core_->RecordRefused(dtype.status())));
-    return reactor;
-  }
-  std::vector<ChunkKey> keys;
-  keys.reserve(req->keys_size());
-  for (const wire::Key& k : req->keys()) keys.push_back({k.tensor(), k.chunk()});
-  core_->Pull(req->session_id(), req->step(), std::move(keys), *dtype, DeadlineOf(ctx),
-              [reactor, resp, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
-                if (chunks.ok()) {
-                  for (PulledChunk& c : *chunks) {
-                    wire::Chunk* out = resp->add_chunks();
-                    out->mutable_key()->set_tensor(c.key.tensor);
-                    out->mutable_key()->set_chunk(c.key.chunk);
-                    out->set_dtype(dtype);
-                    out->set_version(c.version);
-                    const int64_t n = static_cast<int64_t>(c.weights->size());
-                    if (dtype == wire::DTYPE_FLOAT32) {
-                      out->set_data(reinterpret_cast<const char*>(c.weights->data()), n * sizeof(float));
-                    } else {
-                      std::string* data = out->mutable_data();
-                      data->resize(n * 2);
-                      std::vector<uint16_t> narrow(n);
-                      ToBfloat16(c.weights->data(), n, narrow.data());
-                      std::memcpy(data->data(), narrow.data(), n * 2);
-                    }
-                  }
-                }
-                reactor->Finish(ToGrpcStatus(chunks.status()));
-              });
-  return reactor;
+absl::StatusOr<wire::HeartbeatResponse> Heartbeat(ParameterServer* core, const wire::HeartbeatRequest& req) {
+  absl::StatusOr<int64_t> step = core->Heartbeat(req.session_id());
+  if (!step.ok()) return step.status();
+  wire::HeartbeatResponse resp;
+  resp.set_current_step(*step);
+  return resp;
 }
 
-grpc::ServerUnaryReactor* PsService::Heartbeat(grpc::CallbackServerContext* ctx,
-                                               const wire::HeartbeatRequest* req,
-                                               wire::HeartbeatResponse* resp) {
-  absl::StatusOr<int64_t> step = core_->Heartbeat(req->session_id());
-  if (step.ok()) resp->set_current_step(*step);
-  return Finish(ctx, step.status());
+absl::StatusOr<wire::RewindResponse> Rewind(ParameterServer* core, const wire::RewindRequest& req) {
+  std::vector<RestartedServer> restarted;
+  for (const wire::RestartedServer& r : req.restarted()) restarted.push_back({r.server_id(), r.incarnation()});
+  if (req.step() < 0 || restarted.empty()) {
+    return core->RecordRefused(absl::InvalidArgumentError(
+        absl::StrCat("rewind to step ", req.step(), " naming ", restarted.size(),
+                     " restarted servers; want a step >= 0 and at least one server")));
+  }
+  absl::StatusOr<RewindResult> result = core->Rewind(req.step(), restarted);
+  if (!result.ok()) return result.status();
+  wire::RewindResponse resp;
+  resp.set_rewound(result->rewound);
+  resp.set_timeline(result->timeline);
+  resp.set_steps_lost(result->steps_lost);
+  return resp;
 }
 
-grpc::ServerUnaryReactor* PsService::Admin(grpc::CallbackServerContext* ctx, const wire::AdminRequest* req,
-                                           wire::AdminResponse* resp) {
-  if (req->action() == wire::ADMIN_CHECKPOINT_NOW) {
-    absl::StatusOr<std::string> path = core_->CheckpointNow();
-    if (!path.ok()) return Finish(ctx, path.status());
-    resp->set_checkpoint_path(*path);
-  } else if (req->action() != wire::ADMIN_STATUS) {
-    return Finish(ctx, core_->RecordRefused(
-                           absl::InvalidArgumentError(absl::StrCat("unknown admin action ", req->action()))));
-  }
-  const ServerStats s = core_->Stats();
-  wire::ServerStatus* st = resp->mutable_status();
-  st->set_server_id(core_->server_id());
-  st->set_mode(ModeToProto(core_->mode()));
+void FillStatus(ParameterServer* core, wire::ServerStatus* st) {
+  const ServerStats s = core->Stats();
+  st->set_server_id(core->server_id());
+  st->set_mode(ModeToProto(core->mode()));
   st->set_initialized(s.initialized);
   st->set_num_keys(s.num_keys);
   st->set_owned_bytes(s.owned_bytes);
@@ -139,7 +142,89 @@ grpc::ServerUnaryReactor* PsService::Admin(grpc::CallbackServerContext* ctx, con
   st->set_pulls(s.pulls);
   st->set_refused(s.refused);
   st->set_checkpoint_step(s.checkpoint_step);
-  return Finish(ctx, absl::OkStatus());
+  st->set_incarnation(s.incarnation);
+  st->set_timeline(s.timeline);
+  st->set_awaiting_rewind(s.awaiting_rewind);
+  for (int64_t step : s.checkpoint_steps) st->add_checkpoint_steps(step);
+}
+
+absl::StatusOr<wire::AdminResponse> Admin(ParameterServer* core, const wire::AdminRequest& req) {
+  wire::AdminResponse resp;
+  if (req.action() == wire::ADMIN_CHECKPOINT_NOW) {
+    absl::StatusOr<std::string> path = core->CheckpointNow();
+    if (!path.ok()) return path.status();
+    resp.set_checkpoint_path(*path);
+  } else if (req.action() != wire::ADMIN_STATUS) {
+    return core->RecordRefused(absl::InvalidArgumentError(absl::StrCat("unknown admin action ", req.action())));
+  }
+  FillStatus(core, resp.mutable_status());
+  return resp;
+}
+
+// Pull in plain protobuf: the weights are copied into the answer's bytes.
+class PullReactor final : public ProtoReactor<wire::PullRequest> {
+ public:
+  using ProtoReactor::ProtoReactor;
+
+ private:
+  void Serve(const wire::PullRequest& req) override {
+    const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req.dtype());
+    if (!dtype.ok()) return Refuse(dtype.status());
+    std::vector<ChunkKey> keys;
+    keys.reserve(req.keys_size());
+    for (const wire::Key& k : req.keys()) keys.push_back({k.tensor(), k.chunk()});
+    core_->Pull(req.session_id(), req.step(), std::move(keys), *dtype, Deadline(),
+                [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+                  if (!chunks.ok()) return Reply(chunks.status());
+                  wire::PullResponse resp;
+                  for (PulledChunk& c : *chunks) Encode(c, dtype, resp.add_chunks());
+                  Reply(absl::OkStatus(), MessageBuffer(resp));
+                });
+  }
+  static void Encode(const PulledChunk& c, wire::DType dtype, wire::Chunk* out) {
+    out->mutable_key()->set_tensor(c.key.tensor);
+    out->mutable_key()->set_chunk(c.key.chunk);
+    out->set_dtype(dtype);
+    out->set_version(c.version);
+    const int64_t n = static_cast<int64_t>(c.weights->size());
+    if (dtype == wire::DTYPE_FLOAT32) {
+      out->set_data(reinterpret_cast<const char*>(c.weights->data()), n * sizeof(float));
+      return;
+    }
+    std::vector<uint16_t> narrow(n);
+    ToBfloat16(c.weights->data(), n, narrow.data());
+    out->set_data(reinterpret_cast<const char*>(narrow.data()), n * 2);
+  }
+};
+
+template <typename Req, typename Resp>
+grpc::ServerGenericBidiReactor* Immediate(grpc::GenericCallbackServerContext* ctx, ParameterServer* core,
+                                          absl::StatusOr<Resp> (*handler)(ParameterServer*, const Req&)) {
+  auto* r = new ImmediateReactor<Req, Resp>(ctx, core, handler);
+  r->Start();
+  return r;
+}
+
+}  // namespace
+
+grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallbackServerContext* ctx,
+                                                           ParameterServer* core) {
+  const std::string& m = ctx->method();
+  constexpr absl::string_view kPrefix = "/shardps.wire.ParameterService/";
+  if (!absl::StartsWith(m, kPrefix)) return nullptr;
+  const absl::string_view name = absl::string_view(m).substr(kPrefix.size());
+  if (name == "Register") return Immediate(ctx, core, &Register);
+  if (name == "Init") return Immediate(ctx, core, &Init);
+  if (name == "Push") return Immediate(ctx, core, &Push);
+  if (name == "Heartbeat") return Immediate(ctx, core, &Heartbeat);
+  if (name == "Rewind") return Immediate(ctx, core, &Rewind);
+  if (name == "Admin") return Immediate(ctx, core, &Admin);
+  if (name == "Pull") {
+    auto* r = new PullReactor(ctx, core);
+    r->Start();
+    return r;
+  }
+  return nullptr;
 }
 
 }  // namespace shardps

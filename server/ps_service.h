@@ -1,35 +1,24 @@
-// The gRPC face of a ParameterServer: unpacks protos, calls the core, and
-// turns absl::Status into grpc::Status (through common/grpc_status.h).
-// Holds no state of its own beyond the core pointer; thread-safe.
+// The gRPC face of a ParameterServer: the methods of ParameterService
+// (proto/shardps.proto) served through gRPC's generic callback API, so that
+// a request whose bytes do not parse as its message is answered
+// INVALID_ARGUMENT naming the message (gRPC's generated service would
+// answer it with an empty UNIMPLEMENTED). Each handler unpacks the proto,
+// calls the core, and packs the answer; absl::Status becomes grpc::Status
+// in one place (common/grpc_status.h).
 #ifndef SHARDPS_SERVER_PS_SERVICE_H_
 #define SHARDPS_SERVER_PS_SERVICE_H_
 
-#include "proto/shardps.grpc.pb.h"
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/support/server_callback.h>
+
 #include "server/parameter_server.h"
 
 namespace shardps {
 
-class PsService final : public wire::ParameterService::CallbackService {
- public:
-  // `core` must outlive the service.
-  explicit PsService(ParameterServer* core) : core_(core) {}
-
-  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const wire::RegisterRequest* req,
-                                     wire::RegisterResponse* resp) override;
-  grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx, const wire::InitRequest* req,
-                                 wire::InitResponse* resp) override;
-  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx, const wire::PushRequest* req,
-                                 wire::PushResponse* resp) override;
-  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx, const wire::PullRequest* req,
-                                 wire::PullResponse* resp) override;
-  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx, const wire::HeartbeatRequest* req,
-                                      wire::HeartbeatResponse* resp) override;
-  grpc::ServerUnaryReactor* Admin(grpc::CallbackServerContext* ctx, const wire::AdminRequest* req,
-                                  wire::AdminResponse* resp) override;
-
- private:
-  ParameterServer* const core_;
-};
+// A started reactor for `ctx->method()` when it is a ParameterService
+// method, else nullptr. `core` must outlive the call.
+grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallbackServerContext* ctx,
+                                                           ParameterServer* core);
 
 }  // namespace shardps
 

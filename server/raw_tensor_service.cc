@@ -10,44 +10,10 @@
 #include "common/tensor_frame.h"
 #include "common/wire_dtype.h"
 #include "proto/shardps.pb.h"
+#include "server/unary_reactor.h"
 
 namespace shardps {
 namespace {
-
-absl::Time DeadlineOf(grpc::GenericCallbackServerContext* ctx) {
-  const auto deadline = ctx->deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
-// One unary call over the bidi generic reactor: read the request, then Handle
-// it; Handle (or a callback it arranges) calls Reply exactly once.
-class UnaryReactor : public grpc::ServerGenericBidiReactor {
- public:
-  explicit UnaryReactor(ParameterServer* core) : core_(core) {}
-  void Start() { StartRead(&request_); }
-
- protected:
-  virtual void Handle() = 0;
-  // Answers a malformed frame, counting and logging it as refused (the core
-  // does so for the requests it refuses itself).
-  void Refuse(const absl::Status& status) { Reply(core_->RecordRefused(status)); }
-  void Reply(const absl::Status& status, grpc::ByteBuffer response = {}) {
-    if (!status.ok()) return Finish(ToGrpcStatus(status));
-    response_ = std::move(response);
-    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
-  }
-  ParameterServer* const core_;
-  grpc::ByteBuffer request_;
-
- private:
-  void OnReadDone(bool ok) override {
-    if (!ok) return Refuse(absl::InvalidArgumentError("no request message"));
-    Handle();
-  }
-  void OnDone() override { delete this; }
-  grpc::ByteBuffer response_;
-};
 
 class PushReactor final : public UnaryReactor {
  public:
@@ -97,7 +63,7 @@ SharedPayload Encode(std::shared_ptr<const std::vector<float>> weights, wire::DT
 
 class PullReactor final : public UnaryReactor {
  public:
-  PullReactor(ParameterServer* core, absl::Time deadline) : UnaryReactor(core), deadline_(deadline) {}
+  using UnaryReactor::UnaryReactor;
 
  private:
   void Handle() override {
@@ -110,7 +76,7 @@ class PullReactor final : public UnaryReactor {
     std::vector<ChunkKey> keys;
     keys.reserve(req.keys_size());
     for (const wire::Key& k : req.keys()) keys.push_back({k.tensor(), k.chunk()});
-    core_->Pull(req.session_id(), req.step(), std::move(keys), *dtype, deadline_,
+    core_->Pull(req.session_id(), req.step(), std::move(keys), *dtype, Deadline(),
                 [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (!chunks.ok()) return Reply(chunks.status());
                   wire::PullResponse resp;
@@ -128,31 +94,16 @@ class PullReactor final : public UnaryReactor {
                   Reply(absl::OkStatus(), EncodeFrame(resp, std::move(payloads)));
                 });
   }
-  const absl::Time deadline_;
-};
-
-class UnknownMethodReactor final : public grpc::ServerGenericBidiReactor {
- public:
-  explicit UnknownMethodReactor(const std::string& method) {
-    Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, absl::StrCat("unknown method ", method)));
-  }
-  void OnDone() override { delete this; }
 };
 
 }  // namespace
 
-grpc::ServerGenericBidiReactor* RawTensorService::CreateReactor(grpc::GenericCallbackServerContext* ctx) {
-  if (ctx->method() == kRawPushMethod) {
-    auto* r = new PushReactor(core_);
-    r->Start();
-    return r;
-  }
-  if (ctx->method() == kRawPullMethod) {
-    auto* r = new PullReactor(core_, DeadlineOf(ctx));
-    r->Start();
-    return r;
-  }
-  return new UnknownMethodReactor(ctx->method());
+grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core) {
+  UnaryReactor* r = nullptr;
+  if (ctx->method() == kRawPushMethod) r = new PushReactor(ctx, core);
+  if (ctx->method() == kRawPullMethod) r = new PullReactor(ctx, core);
+  if (r != nullptr) r->Start();
+  return r;
 }
 
 }  // namespace shardps

@@ -19,10 +19,14 @@ struct ServerOptions {
 
   absl::Duration worker_timeout = absl::Seconds(30);
   absl::Duration heartbeat_interval = absl::Seconds(2);
+  // A gap this long between housekeeping ticks means the server itself did
+  // not run (stopped or starved); it is not counted as workers' silence.
+  absl::Duration pause_threshold = absl::Seconds(1);
 
   std::string checkpoint_dir;          // empty: no checkpoints.
   int64_t checkpoint_every_steps = 0;  // 0: not by steps.
-  absl::Duration checkpoint_every = absl::ZeroDuration();  // zero: not by time.
+  absl::Duration checkpoint_every_interval = absl::ZeroDuration();  // zero: not by time.
+  int checkpoints_to_keep = 2;         // the newest this many stay on disk.
   bool checkpoint_on_shutdown = true;  // with a checkpoint_dir.
 };
 

@@ -1,6 +1,7 @@
 #include "server/shard_checkpoint.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "server/safetensors.h"
 
 namespace shardps {
@@ -51,14 +53,26 @@ absl::StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta, 
 
 }  // namespace
 
-int64_t ShardSnapshot::Step() const {
-  int64_t step = keys.empty() ? 0 : std::numeric_limits<int64_t>::max();
-  for (const KeySnapshot& k : keys) step = std::min(step, k.version);
-  return step;
+std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_servers, int64_t step) {
+  return absl::StrCat(dir, "/shard-", server_id, "-of-", num_servers, "-step-", step, ".safetensors");
 }
 
-std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_servers) {
-  return absl::StrCat(dir, "/shard-", server_id, "-of-", num_servers, ".safetensors");
+std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int server_id, int num_servers) {
+  const std::string prefix = absl::StrCat("shard-", server_id, "-of-", num_servers, "-step-");
+  constexpr absl::string_view kSuffix = ".safetensors";
+  std::vector<int64_t> steps;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    absl::string_view rest = name;
+    int64_t step;
+    if (absl::ConsumePrefix(&rest, prefix) && absl::ConsumeSuffix(&rest, kSuffix) &&
+        absl::SimpleAtoi(rest, &step) && step >= 0) {
+      steps.push_back(step);
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
 }
 
 std::string WeightsName(const Layout& layout, const ChunkKey& key) {
@@ -89,7 +103,9 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& 
       {"layout_hash", absl::StrCat(LayoutHash(shard.layout))},
       {"partition_bytes", absl::StrCat(shard.partition_bytes)},
       {"optimizer", shard.optimizer},
-      {"step", absl::StrCat(shard.Step())},
+      {"step", absl::StrCat(shard.step)},
+      {"timeline", absl::StrCat(shard.timeline)},
+      {"clocks", absl::StrJoin(shard.clocks, ",")},
       {"versions", absl::StrJoin(versions, ";")},
   };
   return WriteSafetensorsAtomically(path, metadata, tensors);
@@ -107,12 +123,21 @@ absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path) {
   absl::StatusOr<int64_t> server_id = MetaInt(meta, "server_id");
   absl::StatusOr<int64_t> num_servers = MetaInt(meta, "num_servers");
   absl::StatusOr<int64_t> partition_bytes = MetaInt(meta, "partition_bytes");
-  for (const auto* s : {&server_id, &num_servers, &partition_bytes}) {
+  absl::StatusOr<int64_t> step = MetaInt(meta, "step");
+  absl::StatusOr<int64_t> timeline = MetaInt(meta, "timeline");
+  for (const auto* s : {&server_id, &num_servers, &partition_bytes, &step, &timeline}) {
     if (!s->ok()) return s->status();
   }
   shard.server_id = static_cast<int>(*server_id);
   shard.num_servers = static_cast<int>(*num_servers);
   shard.partition_bytes = *partition_bytes;
+  shard.step = *step;
+  shard.timeline = *timeline;
+  for (absl::string_view c : absl::StrSplit(meta.count("clocks") ? meta.at("clocks") : "", ',', absl::SkipEmpty())) {
+    int64_t clock;
+    if (!absl::SimpleAtoi(c, &clock)) return absl::DataLossError(absl::StrCat(path, ": bad clock '", c, "'"));
+    shard.clocks.push_back(clock);
+  }
   absl::StatusOr<Mode> mode = ParseMode(meta.count("mode") ? meta.at("mode") : "");
   if (!mode.ok()) return absl::DataLossError(mode.status().message());
   shard.mode = *mode;

@@ -1,6 +1,7 @@
 // A server's shard as a checkpoint: weights and optimizer slots of every key
-// it owns, with the metadata needed to restore it (layout, versions, mode).
-// Stored as one safetensors file per server.
+// it owns, with the metadata needed to restore it (layout, versions, mode,
+// the step it is labelled with, workers' clocks). Stored as one safetensors
+// file per server and checkpointed step.
 #ifndef SHARDPS_SERVER_SHARD_CHECKPOINT_H_
 #define SHARDPS_SERVER_SHARD_CHECKPOINT_H_
 
@@ -29,14 +30,21 @@ struct ShardSnapshot {
   Layout layout;
   int64_t partition_bytes = 0;
   std::string optimizer;
+  // The job step this checkpoint holds. sync: every key's version. async
+  // and ssp (where versions count pushes): the slowest live worker's clock
+  // when it was taken, rounded down to the checkpoint interval.
+  int64_t step = 0;
+  int64_t timeline = 0;         // rewinds applied before it was taken.
+  std::vector<int64_t> clocks;  // per worker rank: steps finished (async and ssp).
   std::vector<KeySnapshot> keys;  // in key order.
-
-  // The smallest key version: the step the whole shard has reached.
-  int64_t Step() const;
 };
 
-// "<dir>/shard-<id>-of-<n>.safetensors".
-std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_servers);
+// "<dir>/shard-<id>-of-<n>-step-<step>.safetensors".
+std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_servers, int64_t step);
+
+// The steps of this server's checkpoint files in `dir`, ascending; empty
+// when there are none or `dir` does not exist.
+std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int server_id, int num_servers);
 
 // Atomic (temporary file, fsync, rename).
 absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& shard);

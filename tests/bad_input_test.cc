@@ -290,14 +290,16 @@ TEST_CASE("dead session: ABORTED until the worker registers again", "[bad_input]
   REQUIRE(core.ok());
   JobView view = o.job;
   view.layout_hash = LayoutHash(SmallLayout());
-  auto reg = (*core)->Register(0, view);
+  auto reg = (*core)->Register(0, view, std::nullopt);
   REQUIRE(reg.ok());
-  clock.Advance(absl::Seconds(11));
-  (*core)->Tick();
+  for (int i = 0; i < 22; ++i) {  // 11 s in ticks, each shorter than the pause threshold
+    clock.Advance(absl::Milliseconds(500));
+    (*core)->Tick();
+  }
   auto hb = (*core)->Heartbeat(reg->session_id);
   REQUIRE(hb.status().code() == absl::StatusCode::kAborted);
   REQUIRE_THAT(std::string(hb.status().message()), Catch::Contains("expired"));
-  auto again = (*core)->Register(0, view);
+  auto again = (*core)->Register(0, view, std::nullopt);
   REQUIRE(again.ok());
   REQUIRE((*core)->Heartbeat(again->session_id).ok());
   REQUIRE((*core)->Stats().dead_workers_total == 1);

@@ -45,7 +45,7 @@ TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit fo
   ClientOptions options;
   options.job = SyncOptions(1, 1).job;
   options.layout = layout;
-  options.max_attempts = 3;
+  options.server_timeout = absl::Seconds(5);
 
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -71,12 +71,12 @@ TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit fo
     }
     REQUIRE((*client)->Pull(4, {{0, before[0].data()}, {1, before[1].data()}}).ok());
     // Wait for the step-4 checkpoint (written by the server's housekeeping).
-    const std::string path = ShardCheckpointPath(dir, 0, 1);
+    const std::string path = ShardCheckpointPath(dir, 0, 1, 4);
     absl::Time deadline = absl::Now() + absl::Seconds(20);
     bool written = false;
     while (!written && absl::Now() < deadline) {
       auto shard = ReadShardCheckpoint(path);
-      written = shard.ok() && shard->Step() == 4;
+      written = shard.ok() && shard->step == 4;
       if (!written) absl::SleepFor(absl::Milliseconds(20));
     }
     REQUIRE(written);
@@ -84,6 +84,9 @@ TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit fo
     REQUIRE(WIFSIGNALED(status));
   }
 
+  // Restarted, the sync server restores step 4 and waits for a rewind; the
+  // worker's registration sees that and rewinds the job to step 4, the
+  // newest step every server (here the only one) holds.
   ServerProcess restarted(binary, flags);
   options.servers = {absl::StrCat("127.0.0.1:", restarted.port())};
   auto client = PsClient::Connect(options);
@@ -91,6 +94,7 @@ TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit fo
   auto step = (*client)->Register();
   REQUIRE(step.ok());
   REQUIRE(*step == 4);
+  REQUIRE((*client)->Stats().rewinds == 1);
   auto after = Zeros(layout);
   REQUIRE((*client)->Pull(4, {{0, after[0].data()}, {1, after[1].data()}}).ok());
   for (size_t t = 0; t < layout.tensors.size(); ++t) {
@@ -104,9 +108,10 @@ TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit fo
   const int status = restarted.Signal(SIGTERM);
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
-  auto final_shard = ReadShardCheckpoint(ShardCheckpointPath(dir, 0, 1));
+  auto final_shard = ReadShardCheckpoint(ShardCheckpointPath(dir, 0, 1, 5));
   REQUIRE(final_shard.ok());
-  REQUIRE(final_shard->Step() == 5);
+  REQUIRE(final_shard->step == 5);
+  REQUIRE(ListCheckpointSteps(dir, 0, 1) == std::vector<int64_t>{4, 5});  // the newest two are kept
 }
 
 TEST_CASE("a checkpoint from another configuration is refused at start", "[checkpoint]") {
@@ -116,7 +121,7 @@ TEST_CASE("a checkpoint from another configuration is refused at start", "[check
   shard.layout = SmallLayout();
   shard.partition_bytes = 16;
   shard.optimizer = "sgd";
-  REQUIRE(WriteShardCheckpoint(ShardCheckpointPath(dir, 0, 1), shard).ok());
+  REQUIRE(WriteShardCheckpoint(ShardCheckpointPath(dir, 0, 1, 0), shard).ok());
   ServerOptions o = SyncOptions(1, 1);
   o.checkpoint_dir = dir;
   RealClock clock;

@@ -94,6 +94,7 @@ TEST_CASE("sync: a pull waits for its version, up to its deadline", "[sync]") {
 
   ClientOptions impatient = cluster.ClientFor(0);
   impatient.pull_timeout = absl::Milliseconds(200);
+  impatient.server_timeout = absl::Milliseconds(300);  // then it stops retrying
   auto c = PsClient::Connect(impatient);
   REQUIRE((*c)->Register().ok());
   REQUIRE(PullAll(**c, 7, w).code() == absl::StatusCode::kDeadlineExceeded);
@@ -137,7 +138,7 @@ TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write
   ParameterServer* core = cluster.core(0);
   JobView view = o.job;
   view.layout_hash = LayoutHash(SmallLayout());
-  absl::StatusOr<Registration> reg = core->Register(1, view);
+  absl::StatusOr<Registration> reg = core->Register(1, view, std::nullopt);
   REQUIRE(reg.ok());
   auto pull_key0 = [&] {
     std::shared_ptr<const std::vector<float>> weights;

@@ -128,15 +128,17 @@ TEST_CASE("with --wire_dtype=bfloat16 the job trains as well and moves half the 
   REQUIRE(accuracy[0] >= 0.75);  // as float32 (0.834 in the same run length)
 }
 
-TEST_CASE("a worker pointed at a dead address retries, then fails naming it", "[e2e][process]") {
+TEST_CASE("a worker waits for a dead address up to --server_timeout, logging it, then fails naming it",
+          "[e2e][process]") {
   const std::string dir = TempDir("dead");
   ChildProcess worker(RunfilePath("worker/ps_worker"),
-                      {"--servers=127.0.0.1:1", "--rank=0", "--num_workers=1", "--rpc_attempts=3",
+                      {"--servers=127.0.0.1:1", "--rank=0", "--num_workers=1", "--server_timeout=1s",
                        "--max_steps_per_epoch=1"},
                       dir + "/worker.log");
   REQUIRE(worker.Wait() != 0);
   const std::string log = ReadFile(dir + "/worker.log");
-  REQUIRE_THAT(log, Catch::Contains("127.0.0.1:1") && Catch::Contains("after 3 attempts"));
+  REQUIRE_THAT(log, Catch::Contains("waiting for server 0 at 127.0.0.1:1"));
+  REQUIRE_THAT(log, Catch::Contains("server 0 at 127.0.0.1:1 (after ") && Catch::Contains("server timeout 1s"));
 }
 
 TEST_CASE("a worker picks its device: auto logs the choice, cuda needs a GPU, others are refused",
@@ -144,7 +146,7 @@ TEST_CASE("a worker picks its device: auto logs the choice, cuda needs a GPU, ot
   const std::string dir = TempDir("device");
   auto run = [&](const std::string& device) {
     ChildProcess worker(RunfilePath("worker/ps_worker"),
-                        {"--servers=127.0.0.1:1", "--rank=0", "--num_workers=1", "--rpc_attempts=1",
+                        {"--servers=127.0.0.1:1", "--rank=0", "--num_workers=1", "--server_timeout=100ms",
                          "--device=" + device},
                         dir + "/" + device + ".log");
     const int code = worker.Wait();

@@ -1,15 +1,18 @@
 // Test harness: servers hosted in-process on 127.0.0.1 over real gRPC, and
-// clients connected to them.
+// clients connected to them, all on one injected clock (a ManualClock makes
+// liveness, timeout and backoff tests independent of real time).
 #ifndef SHARDPS_TESTS_TEST_CLUSTER_H_
 #define SHARDPS_TESTS_TEST_CLUSTER_H_
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/layout.h"
 #include "proto/shardps.grpc.pb.h"
 #include "server/ps_server_host.h"
@@ -34,18 +37,22 @@ inline ServerOptions SyncOptions(int num_servers, int num_workers) {
 
 class TestCluster {
  public:
-  // Starts options.job.num_servers servers; host i gets server_id i.
-  explicit TestCluster(const ServerOptions& options, HostOptions host = HostOptions()) : options_(options) {
-    host.address = "127.0.0.1";
-    for (int s = 0; s < options.job.num_servers; ++s) {
-      ServerOptions o = options;
-      o.server_id = s;
-      auto core = ParameterServer::Create(o, &clock_);
-      if (!core.ok()) throw std::runtime_error(std::string(core.status().message()));
-      auto h = PsServerHost::Start(host, *std::move(core));
-      if (!h.ok()) throw std::runtime_error(std::string(h.status().message()));
-      hosts_.push_back(*std::move(h));
-    }
+  // Starts options.job.num_servers servers; host i gets server_id i. Every
+  // server and client uses `clock` (the real clock when null), which must
+  // outlive the cluster.
+  explicit TestCluster(const ServerOptions& options, HostOptions host = HostOptions(), Clock* clock = nullptr)
+      : options_(options), host_(host), clock_(clock != nullptr ? clock : &real_clock_) {
+    host_.address = "127.0.0.1";
+    for (int s = 0; s < options.job.num_servers; ++s) hosts_.push_back(StartServer(s, 0));
+  }
+
+  // Stops server s as a crash would leave it (no final checkpoint when
+  // options.checkpoint_on_shutdown is false) and starts a new incarnation on
+  // the same port, which restores from options.checkpoint_dir.
+  void Restart(int s) {
+    const int port = hosts_[s]->port();
+    hosts_[s].reset();
+    hosts_[s] = StartServer(s, port);
   }
 
   std::vector<std::string> Addresses() const {
@@ -55,6 +62,7 @@ class TestCluster {
   }
   ParameterServer* core(int s) { return hosts_[s]->core(); }
   PsServerHost* host(int s) { return hosts_[s].get(); }
+  Clock* clock() { return clock_; }
 
   ClientOptions ClientFor(int rank, const Layout& layout = SmallLayout()) const {
     ClientOptions c;
@@ -62,9 +70,10 @@ class TestCluster {
     c.rank = rank;
     c.job = options_.job;
     c.layout = layout;
-    c.max_attempts = 3;
     c.initial_backoff = absl::Milliseconds(20);
+    c.server_timeout = absl::Seconds(2);
     c.heartbeat_interval = absl::Milliseconds(100);
+    c.clock = clock_;
     return c;
   }
 
@@ -85,8 +94,22 @@ class TestCluster {
   }
 
  private:
-  ServerOptions options_;
-  RealClock clock_;
+  std::unique_ptr<PsServerHost> StartServer(int s, int port) {
+    ServerOptions o = options_;
+    o.server_id = s;
+    auto core = ParameterServer::Create(o, clock_);
+    if (!core.ok()) throw std::runtime_error(std::string(core.status().message()));
+    HostOptions h = host_;
+    h.port = port;
+    auto started = PsServerHost::Start(h, *std::move(core), clock_);
+    if (!started.ok()) throw std::runtime_error(std::string(started.status().message()));
+    return *std::move(started);
+  }
+
+  const ServerOptions options_;
+  HostOptions host_;
+  RealClock real_clock_;
+  Clock* const clock_;
   std::vector<std::unique_ptr<PsServerHost>> hosts_;
 };
 

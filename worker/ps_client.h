@@ -1,6 +1,13 @@
 // The trainer's view of the parameter servers. Hides keys, chunks, servers
 // and gRPC: the caller pushes and pulls whole tensors of the layout.
 //
+// Failures (DESIGN.md, "Failures"): a server that is down, restarting or
+// unreachable is waited for, with retries, up to `server_timeout`; then the
+// call fails naming it. In sync and ssp mode a call can also fail with a
+// rejoin status (IsRejoin): a server restarted, the job was rewound, or this
+// worker was declared dead while the others went on. The caller then calls
+// Register() again and continues at the step it returns.
+//
 // Thread-safe: pushes and pulls of different tensors may be in flight at once.
 #ifndef SHARDPS_WORKER_PS_CLIENT_H_
 #define SHARDPS_WORKER_PS_CLIENT_H_
@@ -12,7 +19,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/job_view.h"
 #include "common/layout.h"
 #include "proto/shardps.pb.h"
@@ -26,9 +35,13 @@ struct ClientOptions {
   Layout layout;
   absl::Duration push_timeout = absl::Seconds(30);
   absl::Duration pull_timeout = absl::Seconds(120);  // sync pulls wait for the slowest worker.
-  int max_attempts = 8;                      // per call, on UNAVAILABLE.
+  // How long a call waits for a server that does not answer (down,
+  // restarting, paused, cut off) before it fails naming the server.
+  absl::Duration server_timeout = absl::Minutes(5);
   absl::Duration initial_backoff = absl::Milliseconds(100);  // doubles per attempt, up to 2 s.
   absl::Duration heartbeat_interval = absl::Seconds(2);
+  // While a call waits for a server, the worker logs which one this often.
+  absl::Duration wait_log_interval = absl::Seconds(10);
   int channels_per_server = 1;
   // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
   // queue, earliest layer first (worker/transfer_queue.h). 0: no limit.
@@ -38,6 +51,9 @@ struct ClientOptions {
   // bytes; gradients and pulled weights are rounded to 8 significant bits,
   // the server keeps and applies float32).
   wire::DType wire_dtype = wire::DTYPE_FLOAT32;
+  // Time for backoff, heartbeats and timeouts; null: the real clock. Must
+  // outlive the client.
+  Clock* clock = nullptr;
 };
 
 // A tensor's values to push (borrowed until the call completes).
@@ -52,26 +68,47 @@ struct TensorOut {
   float* values = nullptr;
 };
 
+struct ClientStats {
+  int64_t retries = 0;          // attempts after the first, over all calls.
+  int64_t registrations = 0;    // Register answers received (joins and re-registrations).
+  int64_t rewinds = 0;          // rewinds this worker sent to the job.
+};
+
+// ABORTED, marked as "register again and continue where Register() says".
+absl::Status RejoinError(absl::string_view why);
+bool IsRejoin(const absl::Status& status);
+
 class PsClient {
  public:
   using Done = std::function<void(absl::Status)>;
 
   // Connects lazily; fails only on bad options (INVALID_ARGUMENT).
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(const ClientOptions& options);
+  // Shuts down (see Shutdown()).
   virtual ~PsClient() = default;
 
-  // Registers with every server. Returns the step to continue at.
+  // Joins the job: registers with every server (waiting for each up to
+  // server_timeout), lines the servers up on one step when one of them
+  // restarted (sync and ssp: every server rewinds to the newest step all of
+  // them hold a checkpoint of), and returns the step to continue at.
   virtual absl::StatusOr<int64_t> Register() = 0;
   // Sends every server the initial values of the keys it owns
   // (`weights[t]` for tensor t). First writer wins.
   virtual absl::Status Init(const std::vector<std::vector<float>>& weights) = 0;
 
   // Pushes the gradients of `tensors` for `step` to every server in
-  // parallel, one request per server. `done` runs once, after all answered,
-  // with the first error if any.
+  // parallel. `done` runs once, after all answered, with the first error if
+  // any (a rejoin status first).
   virtual void PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) = 0;
   // Pulls `tensors` for `step` (DESIGN.md: sync waits for version `step`).
   virtual void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) = 0;
+
+  // Finishes or cancels every call in flight and runs each callback exactly
+  // once (cancelled calls get CANCELLED); later calls fail CANCELLED at
+  // once. Idempotent; blocks until every callback has run.
+  virtual void Shutdown() = 0;
+
+  virtual ClientStats Stats() const = 0;
 
   // Blocking forms.
   absl::Status Push(int64_t step, std::vector<TensorIn> tensors);

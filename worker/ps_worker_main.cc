@@ -49,7 +49,9 @@ ABSL_FLAG(int64_t, in_flight_bytes, 0,
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "Encoding of gradients and weights on the wire: float32, or bfloat16 (half the bytes; values rounded "
           "to 8 significant bits on the wire, the servers keep float32).");
-ABSL_FLAG(int, rpc_attempts, 8, "Attempts per call when a server is unavailable.");
+ABSL_FLAG(absl::Duration, server_timeout, absl::Minutes(5),
+          "How long to wait for a server that does not answer (down, restarting, paused, cut off) before "
+          "exiting with an error naming it; the wait is logged every 10 s.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 
 namespace shardps {
@@ -104,7 +106,7 @@ int Run() {
   client_options.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   client_options.pull_timeout = absl::GetFlag(FLAGS_pull_timeout);
   client_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
-  client_options.max_attempts = absl::GetFlag(FLAGS_rpc_attempts);
+  client_options.server_timeout = absl::GetFlag(FLAGS_server_timeout);
   client_options.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   client_options.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));

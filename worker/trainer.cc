@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,10 @@ namespace shardps {
 namespace {
 
 double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+
+// A job that keeps asking this worker to line up again without a step
+// succeeding in between is not recovering.
+constexpr int kMaxRejoinsInARow = 10;
 
 
 }  // namespace
@@ -71,7 +76,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
     const absl::Time start = absl::Now();
     p.done.WaitForNotification();
     bucket += Seconds(start);
-    if (!p.status.ok() && failure.ok()) failure = p.status;
+    if (!p.status.ok() && (failure.ok() || (IsRejoin(p.status) && !IsRejoin(failure)))) failure = p.status;
   };
 
   LoadBatch(*train_, indices.data(), static_cast<int>(indices.size()));
@@ -139,6 +144,101 @@ absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
   return static_cast<double>(right) / test_->count;
 }
 
+// One epoch's running figures, and the window of the last progress line.
+struct Trainer::EpochProgress {
+  int epoch = -1;
+  std::vector<int64_t> shard;  // this worker's sample indices for the epoch
+  absl::Time start;
+  double loss = 0, window_loss = 0;
+  int64_t right = 0, window_right = 0, steps = 0, window_steps = 0;
+  absl::Time window_start;
+  TimeSplit split_before;
+};
+
+Trainer::EpochProgress Trainer::StartEpoch(int epoch) {
+  EpochProgress p;
+  p.epoch = epoch;
+  p.shard = EpochShard(train_->count, options_.seed, epoch, options_.rank, options_.num_workers);
+  p.start = p.window_start = absl::Now();
+  p.split_before = split_;
+  return p;
+}
+
+int64_t Trainer::StepsPerEpoch() const {
+  int64_t steps = train_->count / options_.num_workers / options_.batch_size;
+  if (options_.max_steps_per_epoch > 0) steps = std::min(steps, options_.max_steps_per_epoch);
+  return steps;
+}
+
+absl::StatusOr<int64_t> Trainer::Join() {
+  absl::StatusOr<int64_t> step = client_->Register();
+  if (!step.ok()) return step.status();
+  if (absl::Status s = client_->Init(model_->InitialWeights(options_.seed)); !s.ok()) return s;
+  return step;
+}
+
+absl::StatusOr<int64_t> Trainer::Rejoin(int64_t step, const absl::Status& why, TrainSummary& summary) {
+  DrainPullsAhead();
+  spdlog::warn("step {}: {}; lining up with the job again", step, std::string(why.message()));
+  absl::StatusOr<int64_t> back = Join();
+  if (!back.ok()) return back.status();
+  ++summary.rejoins;
+  if (*back < step) summary.steps_redone += step - *back;
+  spdlog::warn("rejoined the job at step {} (this worker was at step {}{})", *back, step,
+               *back < step ? absl::StrCat("; ", step - *back, " steps to redo") : "");
+  return back;
+}
+
+void Trainer::LogProgress(const EpochProgress& p, int64_t done, int64_t per_epoch) {
+  const double total = split_.pull_wait + split_.compute + split_.push_wait -
+                       (p.split_before.pull_wait + p.split_before.compute + p.split_before.push_wait);
+  auto share = [&](double now, double before) { return total > 0 ? 100.0 * (now - before) / total : 0.0; };
+  spdlog::info(
+      "epoch {} step {}/{} loss {:.4f} accuracy {:.3f} {:.0f} samples/s | pull wait {:.0f}% compute "
+      "{:.0f}% push wait {:.0f}%",
+      p.epoch, done, per_epoch, p.window_loss / p.window_steps,
+      static_cast<double>(p.window_right) / (p.window_steps * options_.batch_size),
+      p.window_steps * options_.batch_size / Seconds(p.window_start), share(split_.pull_wait, p.split_before.pull_wait),
+      share(split_.compute, p.split_before.compute), share(split_.push_wait, p.split_before.push_wait));
+}
+
+absl::Status Trainer::EndEpoch(int64_t step, EpochProgress& p, TrainSummary& summary) {
+  EpochResult result;
+  result.epoch = p.epoch;
+  result.seconds = Seconds(p.start);
+  result.mean_loss = p.loss / p.steps;
+  result.train_accuracy = static_cast<double>(p.right) / (p.steps * options_.batch_size);
+  const bool evaluates = options_.rank == options_.eval_rank && test_ != nullptr;
+  if (evaluates) {
+    absl::StatusOr<double> accuracy = Evaluate(step + 1);
+    if (!accuracy.ok()) return accuracy.status();  // Evaluate drained the pulls ahead
+    result.test_accuracy = *accuracy;
+    summary.final_test_accuracy = *accuracy;
+  }
+  spdlog::info("epoch {} done in {:.1f} s: mean loss {:.4f}, train accuracy {:.4f}{}", p.epoch, result.seconds,
+               result.mean_loss, result.train_accuracy,
+               evaluates ? absl::StrCat(", test accuracy ", result.test_accuracy) : "");
+  // An epoch run again after a rewind replaces its first result.
+  auto same = std::find_if(summary.epochs.begin(), summary.epochs.end(),
+                           [&](const EpochResult& e) { return e.epoch == p.epoch; });
+  if (same != summary.epochs.end()) summary.epochs.erase(same, summary.epochs.end());
+  summary.epochs.push_back(result);
+  return absl::OkStatus();
+}
+
+void Trainer::Record(float loss, int correct, int64_t i, int64_t per_epoch, EpochProgress& p, TrainSummary& summary) {
+  summary.losses.push_back(loss);
+  ++summary.steps;
+  p.loss += loss, p.right += correct, ++p.steps;
+  p.window_loss += loss, p.window_right += correct, ++p.window_steps;
+  if (options_.log_every > 0 && ((i + 1) % options_.log_every == 0 || i + 1 == per_epoch)) {
+    LogProgress(p, i + 1, per_epoch);
+    p.window_loss = p.window_right = p.window_steps = 0;
+    p.window_start = absl::Now();
+    p.split_before = split_;
+  }
+}
+
 absl::StatusOr<TrainSummary> Trainer::Run() {
   for (size_t t = 0; t < host_weights_.size(); ++t) {
     if (host_weights_[t].data() == nullptr || host_grads_[t].data() == nullptr) {
@@ -146,80 +246,47 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
                                                        model_->backend().name()));
     }
   }
-  absl::StatusOr<int64_t> start_step = client_->Register();
-  if (!start_step.ok()) return start_step.status();
-  if (absl::Status s = client_->Init(model_->InitialWeights(options_.seed)); !s.ok()) return s;
-  const bool evaluates = options_.rank == options_.eval_rank && test_ != nullptr;
-
+  const int64_t per_epoch = StepsPerEpoch();
+  if (per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a worker's share of ", train_->count / options_.num_workers,
+                                                   " samples holds no batch of ", options_.batch_size));
+  }
+  const int64_t total = per_epoch * options_.epochs;
+  absl::StatusOr<int64_t> joined = Join();
+  if (!joined.ok()) return joined.status();
   TrainSummary summary;
-  int64_t step = *start_step;
+  summary.first_step = *joined;
+  if (*joined > 0) spdlog::info("joined the job at step {} (epoch {}, batch {})", *joined, *joined / per_epoch, *joined % per_epoch);
   const absl::Time run_start = absl::Now();
   const double cpu_start = ProcessCpuSeconds();
-  for (int epoch = 0; epoch < options_.epochs; ++epoch) {
-    const std::vector<int64_t> shard =
-        EpochShard(train_->count, options_.seed, epoch, options_.rank, options_.num_workers);
-    int64_t steps = static_cast<int64_t>(shard.size()) / options_.batch_size;
-    if (options_.max_steps_per_epoch > 0) steps = std::min(steps, options_.max_steps_per_epoch);
-    if (steps == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("a worker's share of ", shard.size(),
-                                                     " samples holds no batch of ", options_.batch_size));
+  EpochProgress p;
+  int failures_in_a_row = 0;
+  for (int64_t step = *joined; step < total;) {
+    const int epoch = static_cast<int>(step / per_epoch);
+    if (epoch != p.epoch) p = StartEpoch(epoch);
+    const int64_t i = step % per_epoch;
+    const std::vector<int64_t> batch(p.shard.begin() + i * options_.batch_size,
+                                     p.shard.begin() + (i + 1) * options_.batch_size);
+    float loss = 0;
+    int correct = 0;
+    absl::Status s = Step(step, batch, step + 1 < total, &loss, &correct);
+    if (s.ok()) Record(loss, correct, i, per_epoch, p, summary);
+    if (s.ok() && i + 1 == per_epoch) s = EndEpoch(step, p, summary);
+    if (s.ok()) {
+      failures_in_a_row = 0;
+      ++step;
+      continue;
     }
-    EpochResult result;
-    result.epoch = epoch;
-    const absl::Time epoch_start = absl::Now();
-    double window_loss = 0, epoch_loss = 0;
-    int64_t window_right = 0, epoch_right = 0;
-    absl::Time window_start = absl::Now();
-    const TimeSplit split_before = split_;
-    for (int64_t i = 0; i < steps; ++i, ++step) {
-      const std::vector<int64_t> batch(shard.begin() + i * options_.batch_size,
-                                       shard.begin() + (i + 1) * options_.batch_size);
-      float loss = 0;
-      int correct = 0;
-      const bool last = epoch + 1 == options_.epochs && i + 1 == steps;
-      if (absl::Status s = Step(step, batch, !last, &loss, &correct); !s.ok()) {
-        DrainPullsAhead();
-        return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
-      }
-      summary.losses.push_back(loss);
-      window_loss += loss;
-      epoch_loss += loss;
-      window_right += correct;
-      epoch_right += correct;
-      const int64_t done = i + 1;
-      if (options_.log_every > 0 && (done % options_.log_every == 0 || done == steps)) {
-        const int64_t window_steps = (done - 1) % options_.log_every + 1;
-        const double total = split_.pull_wait + split_.compute + split_.push_wait -
-                             (split_before.pull_wait + split_before.compute + split_before.push_wait);
-        auto share = [&](double now, double before) { return total > 0 ? 100.0 * (now - before) / total : 0.0; };
-        spdlog::info(
-            "epoch {} step {}/{} loss {:.4f} accuracy {:.3f} {:.0f} samples/s | pull wait {:.0f}% compute "
-            "{:.0f}% push wait {:.0f}%",
-            epoch, done, steps, window_loss / window_steps,
-            static_cast<double>(window_right) / (window_steps * options_.batch_size),
-            window_steps * options_.batch_size / Seconds(window_start), share(split_.pull_wait, split_before.pull_wait),
-            share(split_.compute, split_before.compute), share(split_.push_wait, split_before.push_wait));
-        window_loss = 0;
-        window_right = 0;
-        window_start = absl::Now();
-      }
+    DrainPullsAhead();
+    if (!IsRejoin(s) || ++failures_in_a_row > kMaxRejoinsInARow) {
+      return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
     }
-    result.seconds = Seconds(epoch_start);
-    result.mean_loss = epoch_loss / steps;
-    result.train_accuracy = static_cast<double>(epoch_right) / (steps * options_.batch_size);
-    summary.steps += steps;
-    summary.samples += steps * options_.batch_size;
-    if (evaluates) {
-      absl::StatusOr<double> accuracy = Evaluate(step);
-      if (!accuracy.ok()) return accuracy.status();  // Evaluate drained the pulls ahead
-      result.test_accuracy = *accuracy;
-      summary.final_test_accuracy = *accuracy;
-    }
-    spdlog::info("epoch {} done in {:.1f} s: mean loss {:.4f}, train accuracy {:.4f}{}", epoch, result.seconds,
-                 result.mean_loss, result.train_accuracy,
-                 evaluates ? absl::StrCat(", test accuracy ", result.test_accuracy) : "");
-    summary.epochs.push_back(result);
+    absl::StatusOr<int64_t> back = Rejoin(step, s, summary);
+    if (!back.ok()) return back.status();
+    if (*back / per_epoch != epoch) p.epoch = -1;  // that epoch starts over
+    step = *back;
   }
+  summary.samples = summary.steps * options_.batch_size;
   summary.wall_seconds = Seconds(run_start);
   summary.samples_per_second = summary.samples / summary.wall_seconds;
   summary.cpu_seconds = ProcessCpuSeconds() - cpu_start;
@@ -236,7 +303,9 @@ std::string SummaryJson(const TrainSummary& s, const std::string& config_json) {
                                   ", \"test_accuracy\": ", e.test_accuracy, "}"));
   }
   return absl::StrCat("{\n  \"config\": ", config_json, ",\n  \"final_test_accuracy\": ", s.final_test_accuracy,
-                      ",\n  \"wall_seconds\": ", s.wall_seconds, ",\n  \"steps\": ", s.steps,
+                      ",\n  \"wall_seconds\": ", s.wall_seconds, ",\n  \"first_step\": ", s.first_step,
+                      ",\n  \"rejoins\": ", s.rejoins, ",\n  \"steps_redone\": ", s.steps_redone,
+                      ",\n  \"steps\": ", s.steps,
                       ",\n  \"samples\": ", s.samples, ",\n  \"samples_per_second\": ", s.samples_per_second,
                       ",\n  \"cpu_seconds\": ", s.cpu_seconds, ",\n  \"bytes_per_step\": ", s.bytes_per_step,
                       ",\n  \"time_split_seconds\": {\"pull_wait\": ", s.split.pull_wait, ", \"compute\": ",

@@ -3,6 +3,11 @@
 // pushing each layer's gradients as soon as they are ready (last layer first).
 // Rank `eval_rank` evaluates test accuracy after every epoch.
 //
+// The job's step fixes the data position: step s is batch s % E of epoch
+// s / E (E steps per epoch, the same on every worker), so a worker that
+// joins a running job, or rejoins it after a server restart rewound it,
+// continues at the job's step with the matching batch.
+//
 // Not thread-safe: Run() is called once, from one thread.
 #ifndef SHARDPS_WORKER_TRAINER_H_
 #define SHARDPS_WORKER_TRAINER_H_
@@ -44,6 +49,9 @@ struct EpochResult {
 
 struct TrainSummary {
   std::vector<EpochResult> epochs;
+  int64_t first_step = 0;  // where this worker joined the job
+  int64_t rejoins = 0;     // times it lined up with the job again (server restarts, rewinds)
+  int64_t steps_redone = 0;  // steps run twice because a rewind went back over them
   int64_t steps = 0;
   int64_t samples = 0;
   double wall_seconds = 0;
@@ -62,10 +70,24 @@ class Trainer {
   Trainer(const TrainerOptions& options, Model* model, PsClient* client, const Dataset* train,
           const Dataset* test);
 
-  // Registers, initialises the servers (first writer wins) and trains.
+  // Joins the job, initialises the servers (first writer wins) and trains
+  // from the job's step to the end of the last epoch.
   absl::StatusOr<TrainSummary> Run();
 
  private:
+  struct EpochProgress;
+  // Registers (lining up with the job) and sends the initial weights;
+  // returns the step to continue at.
+  absl::StatusOr<int64_t> Join();
+  // After a step failed with a rejoin status at `step`: joins again.
+  absl::StatusOr<int64_t> Rejoin(int64_t step, const absl::Status& why, TrainSummary& summary);
+  int64_t StepsPerEpoch() const;
+  EpochProgress StartEpoch(int epoch);
+  // Counts a finished step; logs every log_every steps.
+  void Record(float loss, int correct, int64_t i, int64_t per_epoch, EpochProgress& p, TrainSummary& summary);
+  // Ends the epoch whose last step was `step`: evaluation and the result.
+  absl::Status EndEpoch(int64_t step, EpochProgress& progress, TrainSummary& summary);
+  void LogProgress(const EpochProgress& progress, int64_t done, int64_t per_epoch);
   // One step. With `pull_ahead`, each layer's pull for the next step leaves
   // as soon as its push for this step is acknowledged, so weights travel
   // during the rest of backward.

@@ -1,0 +1,115 @@
+// Private to server/: the ParameterServer core's implementation, declared
+// once and defined in two files: parameter_server.cc (the requests workers
+// send) and parameter_server_recovery.cc (start-up restore, rewinds,
+// housekeeping, checkpoints and shutdown). Callers use parameter_server.h.
+#ifndef SHARDPS_SERVER_PARAMETER_SERVER_IMPL_H_
+#define SHARDPS_SERVER_PARAMETER_SERVER_IMPL_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/key_table.h"
+#include "server/membership.h"
+#include "server/optimizer.h"
+#include "server/parameter_server.h"
+#include "server/pull_waiters.h"
+#include "server/shard_checkpointer.h"
+#include "server/sync_aggregator.h"
+#include "server/worker_clocks.h"
+
+namespace shardps {
+
+class ParameterServerImpl final : public ParameterServer {
+ public:
+  ParameterServerImpl(const ServerOptions& options, Clock* clock, std::unique_ptr<CheckpointStore> store);
+  ~ParameterServerImpl() override { Shutdown(); }
+
+  // Restores the newest checkpoint, if any (at start).
+  absl::Status Restore();
+
+  absl::StatusOr<Registration> Register(int rank, const JobView& view, std::optional<int64_t> resume_step) override;
+  absl::StatusOr<wire::InitOutcome> Init(uint64_t session, const Layout& layout,
+                                         const std::vector<ChunkPayload>& chunks) override;
+  absl::StatusOr<std::vector<wire::PushOutcome>> Push(
+      uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) override;
+  void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, absl::Time deadline,
+            PullDone done) override;
+  absl::StatusOr<int64_t> Heartbeat(uint64_t session) override;
+  absl::StatusOr<RewindResult> Rewind(int64_t step, const std::vector<RestartedServer>& restarted) override;
+  void Tick() override;
+  absl::StatusOr<std::string> CheckpointNow() override;
+  ServerStats Stats() override;
+  int server_id() const override { return options_.server_id; }
+  Mode mode() const override { return options_.job.mode; }
+  uint64_t incarnation() const override { return incarnation_; }
+  absl::Status RecordRefused(absl::Status status) override { return Refuse(std::move(status)); }
+  void Shutdown() override;
+
+ private:
+  // Counts and logs a refused request.
+  absl::Status Refuse(absl::Status status);
+  // The worker's rank, or why its pushes and pulls are refused now.
+  absl::StatusOr<int> AdmitTraffic(uint64_t session, const char* what);
+  // Builds the key table once. REQUIRES: init_mu_ held, not initialized.
+  void InstallKeys(KeyMap map) ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+  int64_t CurrentStep(int rank);
+  absl::Status ValidatePush(int rank, int64_t step, const std::vector<ChunkPayload>& chunks,
+                            std::vector<KeyState*>& states);
+
+  // Runs the optimizer over the key with `grad` and counts a version.
+  void Apply(KeyState& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  void Apply(KeyState& k, const ChunkPayload& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  absl::StatusOr<wire::PushOutcome> PushAsync(KeyState& k, int rank, int64_t step, const ChunkPayload& grad)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // Sync: completes the steps that no longer wait for anyone.
+  void CompleteReadySyncSteps();
+
+  bool PullReady(const PendingPull& pull);
+  void CompletePull(PendingPull pull);
+  void WakeReadyPulls();
+
+  // Constant after construction.
+  const ServerOptions options_;
+  Clock* const clock_;
+  const uint64_t incarnation_;
+  const std::unique_ptr<Optimizer> optimizer_;
+
+  Membership membership_;
+  SyncAggregator sync_;
+  ShardCheckpointer checkpointer_;
+  PullWaiters waiters_;
+
+  // Held shared by every request and tick, exclusively by a rewind, which
+  // replaces every key's state and every session at once.
+  absl::Mutex rewind_mu_;
+  // The keys are set once, by the first Init or by Restore(), under
+  // init_mu_; after initialized_ is true the table is only read.
+  absl::Mutex init_mu_;
+  std::atomic<bool> initialized_{false};
+  std::unique_ptr<KeyTable> table_;
+  // The layout hash of the job: from the first registration, then the layout.
+  std::atomic<uint64_t> job_layout_hash_{0};
+
+  // Recovery: rewinds applied (persisted in checkpoints), whether this
+  // server restored a checkpoint and awaits a rewind, and the restarts
+  // (server id -> incarnation) that rewinds here have answered.
+  std::atomic<int64_t> timeline_{0};
+  std::atomic<bool> awaiting_rewind_{false};
+  absl::Mutex recovery_mu_;
+  std::map<int, uint64_t> answered_restarts_ ABSL_GUARDED_BY(recovery_mu_);
+
+  WorkerClocks clocks_;
+
+  std::atomic<bool> shut_down_{false};
+  std::atomic<int64_t> pushes_{0}, pulls_{0}, refused_{0}, bytes_pushed_{0}, bytes_pulled_{0};
+  std::atomic<int64_t> apply_nanos_{0}, rewinds_{0}, steps_lost_total_{0};
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_PARAMETER_SERVER_IMPL_H_

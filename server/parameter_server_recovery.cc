@@ -1,0 +1,195 @@
+// ParameterServerImpl: start-up (options, checkpoint directory, restore),
+// rewinds, housekeeping, checkpoints on demand and shutdown. See
+// parameter_server_impl.h.
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "server/parameter_server_impl.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+namespace {
+
+absl::Status ValidateOptions(const ServerOptions& o) {
+  const JobView& j = o.job;
+  auto bad = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (j.num_servers < 1) return bad("num_servers is ", j.num_servers, "; want >= 1");
+  if (j.num_workers < 1) return bad("num_workers is ", j.num_workers, "; want >= 1");
+  if (o.server_id < 0 || o.server_id >= j.num_servers) {
+    return bad("server_id is ", o.server_id, "; want 0..", j.num_servers - 1);
+  }
+  if (j.staleness < 0) return bad("staleness is ", j.staleness, "; want >= 0");
+  if (j.partition_bytes < 4 || j.partition_bytes % 4 != 0) {
+    return bad("partition_bytes is ", j.partition_bytes, "; want a positive multiple of 4");
+  }
+  if (o.worker_timeout <= absl::ZeroDuration()) return bad("worker_timeout must be positive");
+  if (o.checkpoint_every_steps < 0) return bad("checkpoint_every_steps must be >= 0");
+  return ValidateOptimizerOptions(o.optimizer);
+}
+
+uint64_t NewIncarnation() {
+  absl::BitGen bitgen;
+  uint64_t id = 0;
+  while (id == 0) id = absl::Uniform<uint64_t>(bitgen);
+  return id;
+}
+
+}  // namespace
+
+ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* clock,
+                                         std::unique_ptr<CheckpointStore> store)
+    : options_(options),
+      clock_(clock),
+      incarnation_(NewIncarnation()),
+      optimizer_(MakeOptimizer(options.optimizer)),
+      membership_(options.job.num_workers, options.worker_timeout, options.pause_threshold, clock),
+      sync_(options.job.num_workers, &membership_, [this](KeyState& k, const float* mean) { Apply(k, mean); }),
+      checkpointer_(options, std::move(store), &membership_, clock),
+      clocks_(options.job.num_workers, &membership_) {}
+
+absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, const std::vector<RestartedServer>& restarted) {
+  if (shut_down_) return absl::UnavailableError("server is shutting down");
+  if (options_.job.mode == Mode::kAsync) {
+    return Refuse(absl::FailedPreconditionError("rewind refused: an async job is never rewound"));
+  }
+  absl::WriterMutexLock state(&rewind_mu_);
+  absl::MutexLock lock(&recovery_mu_);
+  const bool names_us = std::any_of(restarted.begin(), restarted.end(), [&](const RestartedServer& r) {
+    return r.server_id == options_.server_id && r.incarnation == incarnation_;
+  });
+  if (awaiting_rewind_ && !names_us) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat(
+        "rewind refused: server ", options_.server_id, " restarted as incarnation ", absl::Hex(incarnation_),
+        ", which the rewind does not name; register again and retry")));
+  }
+  const bool answered = std::all_of(restarted.begin(), restarted.end(), [&](const RestartedServer& r) {
+    auto it = answered_restarts_.find(r.server_id);
+    return it != answered_restarts_.end() && it->second == r.incarnation;
+  });
+  if (answered && !awaiting_rewind_) return RewindResult{false, timeline_, 0};
+  absl::StatusOr<ShardSnapshot> shard = checkpointer_.Read(step);
+  if (!shard.ok()) return Refuse(shard.status());
+  if (!initialized_) {
+    absl::StatusOr<KeyMap> map = KeyMap::Build(shard->layout, options_.job.num_servers, options_.job.partition_bytes);
+    if (!map.ok()) return Refuse(absl::DataLossError(map.status().message()));
+    absl::MutexLock init(&init_mu_);
+    InstallKeys(*std::move(map));
+  }
+  const int64_t before = CurrentStep(0);
+  if (absl::Status restored = table_->Restore(std::move(shard->keys), absl::StrCat("checkpoint of step ", step));
+      !restored.ok()) {
+    return Refuse(restored);
+  }
+  checkpointer_.DiscardAfter(step);
+  membership_.Reset(step);
+  clocks_.ForgetAll();
+  for (const RestartedServer& r : restarted) answered_restarts_[r.server_id] = r.incarnation;
+  timeline_.fetch_add(1);
+  awaiting_rewind_ = false;
+  checkpointer_.Attach(table_.get(), step, timeline_, /*write_now=*/false);
+  const int64_t lost = std::max<int64_t>(0, before - step);
+  rewinds_.fetch_add(1);
+  steps_lost_total_.fetch_add(lost);
+  spdlog::warn("rewound to step {} (timeline {}): {} steps lost here; every worker registers again", step,
+               timeline_.load(), lost);
+  for (PendingPull& p : waiters_.TakeAll()) {
+    p.done(absl::AbortedError(absl::StrCat("server ", options_.server_id, " rewound the job to step ", step,
+                                           "; register again")));
+  }
+  return RewindResult{true, timeline_, lost};
+}
+
+
+void ParameterServerImpl::Tick() {
+  absl::ReaderMutexLock state(&rewind_mu_);
+  if (const absl::Duration paused = membership_.NoteTick(); paused > absl::ZeroDuration()) {
+    spdlog::warn("server {} did not run for {} (stopped or starved); that time is not counted as workers' silence",
+                 options_.server_id, absl::FormatDuration(paused));
+  }
+  const std::vector<int> dead = membership_.ExpireSilent();
+  for (int rank : dead) {
+    spdlog::warn("worker {} declared dead: silent for more than {}; steps continue without it", rank,
+                 absl::FormatDuration(options_.worker_timeout));
+  }
+  if (!dead.empty()) {
+    CompleteReadySyncSteps();
+    if (initialized_) WakeReadyPulls();
+  }
+  for (PendingPull& p : waiters_.TakeExpired(clock_->Now())) {
+    refused_.fetch_add(1);
+    p.done(absl::DeadlineExceededError(absl::StrCat("pull for step ", p.step, " by worker ", p.rank,
+                                                    " not ready by its deadline on server ", options_.server_id)));
+  }
+  if (!shut_down_ && !awaiting_rewind_) checkpointer_.Tick(timeline_);
+}
+
+absl::StatusOr<std::string> ParameterServerImpl::CheckpointNow() {
+  if (!checkpointer_.enabled()) return Refuse(absl::FailedPreconditionError("no --checkpoint_dir is configured"));
+  if (!initialized_) return Refuse(absl::FailedPreconditionError("nothing to checkpoint: not initialised"));
+  absl::ReaderMutexLock state(&rewind_mu_);
+  return checkpointer_.WriteNow(timeline_);
+}
+
+absl::Status ParameterServerImpl::Restore() {
+  absl::StatusOr<ShardSnapshot> shard = checkpointer_.Read(std::nullopt);
+  if (absl::IsNotFound(shard.status())) {
+    if (checkpointer_.enabled()) spdlog::info("no checkpoint yet: {}; starting fresh", std::string(shard.status().message()));
+    return absl::OkStatus();
+  }
+  if (!shard.ok()) return shard.status();
+  absl::StatusOr<KeyMap> map = KeyMap::Build(shard->layout, options_.job.num_servers, options_.job.partition_bytes);
+  if (!map.ok()) return absl::DataLossError(map.status().message());
+  {
+    absl::MutexLock lock(&init_mu_);
+    InstallKeys(*std::move(map));
+  }
+  const int64_t step = shard->step;
+  if (absl::Status restored = table_->Restore(std::move(shard->keys), absl::StrCat("checkpoint of step ", step));
+      !restored.ok()) {
+    return restored;
+  }
+  timeline_ = shard->timeline;
+  if (options_.job.mode == Mode::kAsync) {
+    membership_.RestoreClocks(shard->clocks);
+  } else {
+    membership_.Reset(step);
+    awaiting_rewind_ = true;
+  }
+  checkpointer_.Attach(table_.get(), step, timeline_, /*write_now=*/false);
+  spdlog::info("restored step {} (timeline {}, {} keys) as incarnation {:016x}{}", step, timeline_.load(),
+               table_->size(), incarnation_,
+               awaiting_rewind_ ? "; waiting for the job to rewind to a step every server holds" : "");
+  return absl::OkStatus();
+}
+
+void ParameterServerImpl::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  for (PendingPull& p : waiters_.TakeAll()) p.done(absl::UnavailableError("server is shutting down"));
+  if (!checkpointer_.enabled() || !options_.checkpoint_on_shutdown || !initialized_ || awaiting_rewind_) return;
+  absl::ReaderMutexLock state(&rewind_mu_);
+  absl::StatusOr<std::string> path = checkpointer_.WriteNow(timeline_);
+  if (!path.ok()) {
+    spdlog::warn("no final checkpoint ({}); the last one is of step {}", std::string(path.status().message()),
+                 checkpointer_.last_step());
+  }
+}
+
+
+absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(const ServerOptions& options,
+                                                                         Clock* clock) {
+  if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
+  std::unique_ptr<CheckpointStore> store;
+  if (!options.checkpoint_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<CheckpointStore>> opened = CheckpointStore::Open(
+        options.checkpoint_dir, options.server_id, options.job.num_servers, options.checkpoints_to_keep);
+    if (!opened.ok()) return opened.status();
+    store = *std::move(opened);
+  }
+  auto server = std::make_unique<ParameterServerImpl>(options, clock, std::move(store));
+  if (absl::Status restored = server->Restore(); !restored.ok()) return restored;
+  return server;
+}
+
+}  // namespace shardps

@@ -1,0 +1,135 @@
+#include "server/shard_checkpointer.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+
+ShardCheckpointer::ShardCheckpointer(const ServerOptions& options, std::unique_ptr<CheckpointStore> store,
+                                     Membership* membership, Clock* clock)
+    : options_(options), store_(std::move(store)), membership_(membership), clock_(clock) {
+  absl::MutexLock lock(&mu_);
+  last_write_ = clock_->Now();
+}
+
+std::vector<int64_t> ShardCheckpointer::Steps() const { return store_ ? store_->Steps() : std::vector<int64_t>{}; }
+
+void ShardCheckpointer::Attach(const KeyTable* table, int64_t step, int64_t timeline, bool write_now) {
+  capture_.Cancel();
+  table_ = table;
+  last_step_ = step;
+  if (enabled() && write_now) (void)Write(step, table->Capture(), timeline);
+}
+
+absl::StatusOr<std::string> ShardCheckpointer::Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline) {
+  const KeyTable& table = *table_.load();
+  ShardSnapshot shard;
+  shard.server_id = options_.server_id;
+  shard.num_servers = options_.job.num_servers;
+  shard.mode = options_.job.mode;
+  shard.layout = table.map().layout();
+  shard.partition_bytes = options_.job.partition_bytes;
+  shard.optimizer = OptimizerName(options_.optimizer.kind);
+  shard.step = step;
+  shard.timeline = timeline;
+  shard.clocks = membership_->Clocks();
+  shard.keys = std::move(keys);
+  absl::StatusOr<std::string> path = store_->Write(shard);
+  if (!path.ok()) {
+    spdlog::error("checkpoint of step {} failed: {}", step, std::string(path.status().message()));
+    return path.status();
+  }
+  last_step_ = step;
+  {
+    absl::MutexLock lock(&mu_);
+    last_write_ = clock_->Now();
+  }
+  spdlog::info("checkpoint of step {} written to {}", step, *path);
+  return path;
+}
+
+int64_t ShardCheckpointer::WorkerStep() {
+  const int64_t slowest = membership_->MinLiveClock();
+  return slowest == std::numeric_limits<int64_t>::max() ? membership_->MaxClock() : slowest;
+}
+
+void ShardCheckpointer::Tick(int64_t timeline) {
+  if (!enabled() || table_.load() == nullptr) return;
+  bool time_due = false;
+  if (options_.checkpoint_every_interval > absl::ZeroDuration()) {
+    absl::MutexLock lock(&mu_);
+    time_due = clock_->Now() - last_write_ >= options_.checkpoint_every_interval;
+  }
+  if (options_.job.mode != Mode::kSync) return TickByClock(time_due, timeline);
+  if (auto complete = capture_.TakeComplete()) (void)Write(complete->first, std::move(complete->second), timeline);
+  TickSync(time_due);
+}
+
+void ShardCheckpointer::TickSync(bool time_due) {
+  const KeyTable& table = *table_.load();
+  int64_t next = StepCapture::kNone;
+  const int64_t every = options_.checkpoint_every_steps;
+  if (every > 0) next = (std::max<int64_t>(last_step_, 0) / every + 1) * every;
+  if (time_due) next = std::min(next, table.VersionRange().second + 1);
+  if (next == StepCapture::kNone || capture_.target() != StepCapture::kNone) return;
+  if (!capture_.Arm(table, next)) {
+    spdlog::warn("checkpoint of step {} skipped: keys were already past it", next);
+    last_step_ = next;
+  }
+}
+
+void ShardCheckpointer::TickByClock(bool time_due, int64_t timeline) {
+  const int64_t every = options_.checkpoint_every_steps;
+  const int64_t step = WorkerStep();
+  const bool steps_due = every > 0 && step >= std::max<int64_t>(last_step_, 0) + every;
+  if (!steps_due && !time_due) return;
+  (void)Write(every > 0 ? step / every * every : step, table_.load()->Capture(), timeline);
+}
+
+absl::StatusOr<std::string> ShardCheckpointer::WriteNow(int64_t timeline) {
+  const KeyTable* table = table_.load();
+  if (!enabled() || table == nullptr) return absl::FailedPreconditionError("checkpoints are off or nothing to checkpoint");
+  std::vector<KeySnapshot> keys = table->Capture();
+  if (options_.job.mode != Mode::kSync) return Write(WorkerStep(), std::move(keys), timeline);
+  for (const KeySnapshot& k : keys) {
+    if (k.version != keys.front().version) {
+      return absl::UnavailableError(absl::StrCat("server ", options_.server_id,
+                                                 " is half way through a sync step; try again"));
+    }
+  }
+  const int64_t step = keys.empty() ? 0 : keys.front().version;
+  return Write(step, std::move(keys), timeline);
+}
+
+absl::StatusOr<ShardSnapshot> ShardCheckpointer::Read(std::optional<int64_t> step) const {
+  if (!enabled()) return absl::NotFoundError("checkpoints are off (no --checkpoint_dir)");
+  if (!step) {
+    const std::vector<int64_t> steps = store_->Steps();
+    if (steps.empty()) return absl::NotFoundError(absl::StrCat("no checkpoint in ", store_->dir()));
+    step = steps.back();
+  }
+  absl::StatusOr<ShardSnapshot> shard = store_->Read(*step);
+  if (!shard.ok()) return shard.status();
+  const std::string source = absl::StrCat("checkpoint of step ", *step, " in ", store_->dir());
+  auto mismatch = [&](const char* field, auto file, auto ours) {
+    return absl::FailedPreconditionError(absl::StrCat(source, " has ", field, " ", file, " but this server has ", ours));
+  };
+  if (shard->mode != options_.job.mode) return mismatch("mode", ModeName(shard->mode), ModeName(options_.job.mode));
+  if (shard->partition_bytes != options_.job.partition_bytes) {
+    return mismatch("partition_bytes", shard->partition_bytes, options_.job.partition_bytes);
+  }
+  if (shard->optimizer != OptimizerName(options_.optimizer.kind)) {
+    return mismatch("optimizer", shard->optimizer, OptimizerName(options_.optimizer.kind));
+  }
+  return shard;
+}
+
+void ShardCheckpointer::DiscardAfter(int64_t step) {
+  capture_.Cancel();
+  if (enabled()) store_->DiscardAfter(step);
+}
+
+}  // namespace shardps

@@ -1,0 +1,89 @@
+// When a server checkpoints its shard and what a checkpoint holds; the
+// files themselves are server/checkpoint_store.h's.
+//
+//  - sync: checkpoints hold one step exactly (server/step_capture.h), every
+//    --checkpoint_every steps, and at the next step after each
+//    --checkpoint_every_seconds; so every shard has the same steps.
+//  - async and ssp: versions count pushes, so a checkpoint is labelled by
+//    the slowest live worker's clock, rounded down to --checkpoint_every
+//    (faster workers' later pushes may be in it: at most the staleness
+//    bound in ssp).
+//  - After Init, a step-0 checkpoint, so every job has a step to return to.
+//
+// Thread-safe.
+#ifndef SHARDPS_SERVER_SHARD_CHECKPOINTER_H_
+#define SHARDPS_SERVER_SHARD_CHECKPOINTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "server/checkpoint_store.h"
+#include "server/key_table.h"
+#include "server/membership.h"
+#include "server/server_options.h"
+#include "server/step_capture.h"
+
+namespace shardps {
+
+class ShardCheckpointer {
+ public:
+  // `store` is null when checkpoints are off. `membership` and `clock` must
+  // outlive the checkpointer.
+  ShardCheckpointer(const ServerOptions& options, std::unique_ptr<CheckpointStore> store, Membership* membership,
+                    Clock* clock);
+
+  bool enabled() const { return store_ != nullptr; }
+  // Steps on disk, ascending; empty when checkpoints are off.
+  std::vector<int64_t> Steps() const;
+  // Step of the last checkpoint written or restored; -1 if none.
+  int64_t last_step() const { return last_step_; }
+
+  // Checkpoints `table` from now on; the job stands at `step` (after Init, a
+  // restore or a rewind). With `write_now`, writes the checkpoint of `step`.
+  // `table` must outlive the checkpointer.
+  void Attach(const KeyTable* table, int64_t step, int64_t timeline, bool write_now);
+  // Sync: call under k.mu after each applied step of key `index`.
+  void OnApplied(size_t index, const KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    capture_.OnVersion(index, k);
+  }
+  // Housekeeping: writes the checkpoints that are due.
+  void Tick(int64_t timeline);
+  // Writes a checkpoint of the shard as it is now. UNAVAILABLE in sync mode
+  // while a step is half applied (keys at different versions).
+  absl::StatusOr<std::string> WriteNow(int64_t timeline);
+
+  // The checkpoint of `step`, or the newest when `step` is empty (NOT_FOUND
+  // when there is none), checked to come from a job configured like this
+  // one (FAILED_PRECONDITION naming the field otherwise).
+  absl::StatusOr<ShardSnapshot> Read(std::optional<int64_t> step) const;
+  // Drops checkpoints after `step` and any capture under way (a rewind).
+  void DiscardAfter(int64_t step);
+
+ private:
+  absl::StatusOr<std::string> Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline);
+  // async and ssp: the slowest live worker's clock (the largest when none is live).
+  int64_t WorkerStep();
+  void TickSync(bool time_due);
+  void TickByClock(bool time_due, int64_t timeline);
+
+  const ServerOptions options_;
+  const std::unique_ptr<CheckpointStore> store_;
+  Membership* const membership_;
+  Clock* const clock_;
+  StepCapture capture_;
+  std::atomic<const KeyTable*> table_{nullptr};
+  std::atomic<int64_t> last_step_{-1};
+  absl::Mutex mu_;
+  absl::Time last_write_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_SHARD_CHECKPOINTER_H_

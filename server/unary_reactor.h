@@ -1,0 +1,64 @@
+// One unary call served through gRPC's generic callback API: read the
+// request bytes, Handle() them, and answer once with Reply(). Every answer,
+// error or not, carries the server's incarnation in its trailing metadata
+// (common/rpc_metadata.h). Refusals of malformed requests are counted and
+// logged by the core, like the core's own refusals.
+//
+// A reactor deletes itself when gRPC is done with the call (OnDone).
+#ifndef SHARDPS_SERVER_UNARY_REACTOR_H_
+#define SHARDPS_SERVER_UNARY_REACTOR_H_
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
+
+#include <chrono>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/grpc_status.h"
+#include "common/rpc_metadata.h"
+#include "server/parameter_server.h"
+
+namespace shardps {
+
+class UnaryReactor : public grpc::ServerGenericBidiReactor {
+ public:
+  UnaryReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core) : ctx_(ctx), core_(core) {}
+  void Start() { StartRead(&request_); }
+
+ protected:
+  virtual void Handle() = 0;
+  // Answers a request that never reached the core (malformed), counting and
+  // logging it as refused.
+  void Refuse(const absl::Status& status) { Reply(core_->RecordRefused(status)); }
+  void Reply(const absl::Status& status, grpc::ByteBuffer response = {}) {
+    ctx_->AddTrailingMetadata(kIncarnationKey, IncarnationText(core_->incarnation()));
+    if (!status.ok()) return Finish(ToGrpcStatus(status));
+    response_ = std::move(response);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+  // The call's deadline as absl::Time (InfiniteFuture when none).
+  absl::Time Deadline() const {
+    const auto deadline = ctx_->deadline();
+    if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+    return absl::FromChrono(deadline);
+  }
+
+  grpc::GenericCallbackServerContext* const ctx_;
+  ParameterServer* const core_;
+  grpc::ByteBuffer request_;
+
+ private:
+  void OnReadDone(bool ok) override {
+    if (!ok) return Refuse(absl::InvalidArgumentError("no request message"));
+    Handle();
+  }
+  void OnDone() override { delete this; }
+  grpc::ByteBuffer response_;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_UNARY_REACTOR_H_

@@ -1,0 +1,125 @@
+#include "worker/ps_requests.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/tensor_frame.h"
+#include "common/wire_dtype.h"
+
+namespace shardps {
+
+template <typename Tensor>
+absl::Status RequestBuilder::CheckTensors(const std::vector<Tensor>& tensors, const char* what) const {
+  if (tensors.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " of no tensors"));
+  for (const Tensor& t : tensors) {
+    if (t.tensor >= map_->layout().tensors.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " of unknown tensor ", t.tensor));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(
+    int64_t step, const std::vector<TensorIn>& tensors) const {
+  if (absl::Status ok = CheckTensors(tensors, "push"); !ok.ok()) return ok;
+  std::vector<std::shared_ptr<RawPush>> reqs(static_cast<size_t>(map_->num_servers()) * lanes_);
+  std::vector<int> seen(map_->num_servers());
+  for (const TensorIn& t : tensors) {
+    for (const ChunkInfo& c : map_->ChunksOfTensor(t.tensor)) {
+      auto& req = reqs[SlotOf(c, seen)];
+      if (!req) {
+        req = std::make_shared<RawPush>();
+        req->header.set_step(step);
+      }
+      wire::Chunk* chunk = req->header.add_chunks();
+      chunk->mutable_key()->set_tensor(c.key.tensor);
+      chunk->mutable_key()->set_chunk(c.key.chunk);
+      chunk->set_dtype(dtype_);
+      if (dtype_ == wire::DTYPE_BFLOAT16) {
+        auto& narrow = req->narrowed.emplace_back(new uint16_t[c.length]);
+        ToBfloat16(t.values + c.offset, c.length, narrow.get());
+        req->payloads.emplace_back(reinterpret_cast<const char*>(narrow.get()), c.length * 2);
+      } else {
+        req->payloads.emplace_back(reinterpret_cast<const char*>(t.values + c.offset), c.length * 4);
+      }
+      chunk->set_raw_bytes(static_cast<int64_t>(req->payloads.back().size()));
+    }
+  }
+  return reqs;
+}
+
+absl::StatusOr<PullPlan> RequestBuilder::Pulls(int64_t step, const std::vector<TensorOut>& tensors) const {
+  if (absl::Status ok = CheckTensors(tensors, "pull"); !ok.ok()) return ok;
+  PullPlan plan;
+  plan.requests.resize(static_cast<size_t>(map_->num_servers()) * lanes_);
+  plan.targets.resize(plan.requests.size());
+  std::vector<int> seen(map_->num_servers());
+  for (const TensorOut& t : tensors) {
+    for (const ChunkInfo& c : map_->ChunksOfTensor(t.tensor)) {
+      const size_t slot = SlotOf(c, seen);
+      auto& req = plan.requests[slot];
+      if (!req) {
+        req = std::make_shared<wire::PullRequest>();
+        req->set_step(step);
+        req->set_dtype(dtype_);
+      }
+      wire::Key* key = req->add_keys();
+      key->set_tensor(c.key.tensor);
+      key->set_chunk(c.key.chunk);
+      plan.targets[slot].push_back({c, t.values});
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> RequestBuilder::Inits(
+    const std::vector<std::vector<float>>& weights) const {
+  const Layout& layout = map_->layout();
+  if (weights.size() != layout.tensors.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Init got ", weights.size(), " tensors; layout has ", layout.tensors.size()));
+  }
+  std::vector<std::shared_ptr<wire::InitRequest>> reqs(map_->num_servers());
+  for (auto& r : reqs) {
+    r = std::make_shared<wire::InitRequest>();
+    *r->mutable_layout() = LayoutToProto(layout);
+  }
+  for (const ChunkInfo& c : map_->chunks()) {
+    const std::vector<float>& values = weights[c.key.tensor];
+    if (static_cast<int64_t>(values.size()) != layout.tensors[c.key.tensor].NumElements()) {
+      return absl::InvalidArgumentError(absl::StrCat("Init tensor ", c.key.tensor, " has the wrong size"));
+    }
+    wire::Chunk* chunk = reqs[c.server]->add_chunks();
+    chunk->mutable_key()->set_tensor(c.key.tensor);
+    chunk->mutable_key()->set_chunk(c.key.chunk);
+    chunk->set_dtype(wire::DTYPE_FLOAT32);
+    chunk->set_data(reinterpret_cast<const char*>(values.data() + c.offset), c.length * 4);
+  }
+  return reqs;
+}
+
+absl::Status DecodePullAnswer(const grpc::ByteBuffer& answer, const std::vector<PullTarget>& targets,
+                              wire::DType dtype) {
+  wire::PullResponse resp;
+  absl::StatusOr<std::unique_ptr<FrameReader>> frame = FrameReader::Parse(answer, &resp);
+  if (!frame.ok()) return absl::DataLossError(frame.status().message());
+  if (resp.chunks_size() != static_cast<int>(targets.size())) {
+    return absl::DataLossError(absl::StrCat("pull answered ", resp.chunks_size(), " chunks; asked for ", targets.size()));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const wire::Chunk& c = resp.chunks(static_cast<int>(i));
+    const ChunkInfo& want = targets[i].chunk;
+    const int64_t bytes = want.length * ValueBytes(dtype);
+    if (c.key().tensor() != want.key.tensor || c.key().chunk() != want.key.chunk || c.dtype() != dtype ||
+        c.raw_bytes() != bytes || (*frame)->remaining() < bytes) {
+      return absl::DataLossError(absl::StrCat("pull answered a wrong chunk for key ", KeyName(want.key)));
+    }
+    float* out = targets[i].tensor_values + want.offset;
+    if (dtype == wire::DTYPE_FLOAT32) {
+      (*frame)->CopyNext(bytes, reinterpret_cast<char*>(out));
+    } else {
+      (*frame)->WidenNextBfloat16(want.length, out);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardps

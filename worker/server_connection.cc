@@ -1,0 +1,261 @@
+#include "worker/server_connection.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/bulk_channel_args.h"
+#include "common/grpc_status.h"
+#include "common/rpc_metadata.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+
+// One logical call across its attempts.
+struct ServerConnection::CallState {
+  CallSpec spec;
+  Attempt attempt;
+  std::function<void(absl::Status)> done;
+  int attempts = 0;
+  int reregistrations = 0;
+  uint64_t session = 0;                              // of the last attempt
+  absl::Time first_failure = absl::InfiniteFuture();  // of the server not answering
+};
+
+namespace {
+constexpr int kMaxReregistrations = 8;
+}  // namespace
+
+ServerConnection::ServerConnection(int server_id, const ClientOptions& options, Clock* clock,
+                                   DelayedExecutor* executor)
+    : server_id_(server_id), options_(options), clock_(clock), executor_(executor) {
+  const std::string& address = options_.servers[server_id];
+  for (int c = 0; c < std::max(1, options_.channels_per_server); ++c) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+    args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+    args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
+    for (const auto& [name, value] : BulkChannelArgs()) args.SetInt(name, value);
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto stub = std::make_unique<Stub>();
+    stub->proto = wire::ParameterService::NewStub(channel);
+    stub->raw = std::make_unique<grpc::GenericStub>(channel);
+    stubs_.push_back(std::move(stub));
+  }
+  absl::MutexLock lock(&mu_);
+  last_call_ = last_answer_ = clock_->Now();
+}
+
+absl::Status ServerConnection::Annotate(const absl::Status& status, int attempts) const {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("server ", server_id_, " at ", options_.servers[server_id_],
+                                   attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "", ": ",
+                                   status.message()));
+}
+
+void ServerConnection::Call(const CallSpec& spec, Attempt attempt, std::function<void(absl::Status)> done) {
+  auto call = std::make_shared<CallState>();
+  call->spec = spec;
+  call->attempt = std::move(attempt);
+  call->done = std::move(done);
+  {
+    absl::MutexLock lock(&mu_);
+    if (calls_in_flight_++ == 0) last_answer_ = clock_->Now();
+  }
+  StartAttempt(std::move(call));
+}
+
+std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return nullptr;
+  auto ctx = std::make_shared<grpc::ClientContext>();
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));  // gRPC's deadlines are real time
+  contexts_.insert(ctx.get());
+  last_call_ = clock_->Now();
+  return ctx;
+}
+
+void ServerConnection::ReleaseContext(grpc::ClientContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  contexts_.erase(ctx);
+  last_answer_ = clock_->Now();
+}
+
+void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
+  std::shared_ptr<grpc::ClientContext> ctx = NewContext(call->spec.timeout);
+  if (ctx == nullptr) {
+    return Finish(call, Annotate(absl::CancelledError(absl::StrCat(call->spec.what, " cancelled: the client is shutting down"))));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    call->session = session_;
+  }
+  ++call->attempts;
+  call->attempt(NextStub(), ctx.get(), call->session, [this, call, ctx](grpc::Status status) {
+    ReleaseContext(ctx.get());
+    OnAttemptDone(call, *ctx, FromGrpcStatus(status));
+  });
+}
+
+void ServerConnection::OnAttemptDone(std::shared_ptr<CallState> call, const grpc::ClientContext& ctx,
+                                     absl::Status status) {
+  NoteIncarnation(ctx);
+  if (status.ok()) return Finish(call, status);
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return RetryLater(call, status);
+  if (absl::IsAborted(status)) return OnAborted(call, status);
+  Finish(call, Annotate(status, call->attempts));
+}
+
+void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::Status& status) {
+  const absl::Time now = clock_->Now();
+  if (call->first_failure == absl::InfiniteFuture()) call->first_failure = now;
+  const absl::Duration waited = now - call->first_failure;
+  if (waited >= options_.server_timeout) {
+    // The last failure's code (UNAVAILABLE or DEADLINE_EXCEEDED) stands.
+    return Finish(call, Annotate(absl::Status(status.code(), absl::StrCat(
+                                     "no answer for ", absl::FormatDuration(waited), " (server timeout ",
+                                     absl::FormatDuration(options_.server_timeout), "); giving up the ",
+                                     call->spec.what, ": ", status.message())),
+                                 call->attempts));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (now - last_wait_log_ >= options_.wait_log_interval) {
+      last_wait_log_ = now;
+      spdlog::warn("waiting for server {} at {}: {} for {} ({}); retrying for up to {}", server_id_,
+                   options_.servers[server_id_], call->spec.what, absl::FormatDuration(waited),
+                   std::string(status.message()), absl::FormatDuration(options_.server_timeout));
+    }
+  }
+  const absl::Duration backoff =
+      std::min(options_.initial_backoff * (1 << std::min(call->attempts - 1, 10)), absl::Seconds(2));
+  retries_.fetch_add(1);
+  executor_->RunAfter(backoff, [this, call] { StartAttempt(call); });
+}
+
+void ServerConnection::OnAborted(std::shared_ptr<CallState> call, const absl::Status& status) {
+  if (call->spec.rejoin_on_abort) return Finish(call, RejoinError(Annotate(status).message()));
+  if (++call->reregistrations > kMaxReregistrations) return Finish(call, Annotate(status, call->attempts));
+  Reregister(call->session, [this, call, status](absl::Status registered) {
+    if (!registered.ok()) return Finish(call, registered);
+    spdlog::info("server {}: registered again after \"{}\"; retrying the {}", server_id_,
+                 std::string(status.message()), call->spec.what);
+    StartAttempt(call);
+  });
+}
+
+void ServerConnection::Reregister(uint64_t observed, std::function<void(absl::Status)> done) {
+  bool start = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (session_ == observed) {
+      reregister_waiters_.push_back(std::move(done));
+      start = !reregistering_;
+      reregistering_ = true;
+      done = nullptr;
+    }
+  }
+  if (done) return done(absl::OkStatus());  // someone registered since that attempt
+  if (!start) return;                       // a registration under way will call back
+  Register(std::nullopt, [this](absl::StatusOr<wire::RegisterResponse> r) {
+    std::vector<std::function<void(absl::Status)>> waiters;
+    {
+      absl::MutexLock lock(&mu_);
+      reregistering_ = false;
+      waiters.swap(reregister_waiters_);
+    }
+    for (auto& w : waiters) w(r.status());
+  });
+}
+
+void ServerConnection::Register(std::optional<int64_t> resume_step, RegisterDone done) {
+  auto req = std::make_shared<wire::RegisterRequest>();
+  req->set_rank(options_.rank);
+  *req->mutable_view() = JobViewToProto(options_.job);
+  if (resume_step) req->set_resume_step(*resume_step);
+  auto resp = std::make_shared<wire::RegisterResponse>();
+  Call(
+      CallSpec{"registration", options_.push_timeout, false},
+      [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t, std::function<void(grpc::Status)> cb) {
+        resp->Clear();
+        stub.proto->async()->Register(ctx, req.get(), resp.get(), std::move(cb));
+      },
+      [this, resp, done = std::move(done)](absl::Status status) {
+        if (!status.ok()) return done(status);
+        {
+          absl::MutexLock lock(&mu_);
+          session_ = resp->session_id();
+        }
+        registrations_.fetch_add(1);
+        done(*resp);
+      });
+}
+
+void ServerConnection::Finish(const std::shared_ptr<CallState>& call, const absl::Status& status) {
+  call->done(status);
+  call->done = nullptr;  // releases what the callback holds
+  absl::MutexLock lock(&mu_);
+  --calls_in_flight_;
+}
+
+void ServerConnection::NoteIncarnation(const grpc::ClientContext& ctx) {
+  const auto& metadata = ctx.GetServerTrailingMetadata();
+  auto it = metadata.find(kIncarnationKey);
+  if (it == metadata.end()) return;
+  const std::optional<uint64_t> now = ParseIncarnation(absl::string_view(it->second.data(), it->second.size()));
+  if (!now) return;
+  const uint64_t before = incarnation_.exchange(*now);
+  if (before != 0 && before != *now) {
+    spdlog::warn("server {} at {} restarted (incarnation {:016x}, was {:016x}); registering again", server_id_,
+                 options_.servers[server_id_], *now, before);
+  }
+}
+
+void ServerConnection::Tend() {
+  const absl::Time now = clock_->Now();
+  bool heartbeat = false;
+  {
+    absl::MutexLock lock(&mu_);
+    heartbeat = session_ != 0 && !stopped_ && now - last_call_ >= options_.heartbeat_interval;
+    if (calls_in_flight_ > 0 && now - last_answer_ >= options_.wait_log_interval &&
+        now - last_wait_log_ >= options_.wait_log_interval) {
+      last_wait_log_ = now;
+      spdlog::warn("waiting for server {} at {}: {} calls in flight, no answer for {}", server_id_,
+                   options_.servers[server_id_], calls_in_flight_, absl::FormatDuration(now - last_answer_));
+    }
+  }
+  if (heartbeat) SendHeartbeat();
+}
+
+void ServerConnection::SendHeartbeat() {
+  std::shared_ptr<grpc::ClientContext> ctx = NewContext(options_.heartbeat_interval);
+  if (ctx == nullptr) return;
+  auto req = std::make_shared<wire::HeartbeatRequest>();
+  auto resp = std::make_shared<wire::HeartbeatResponse>();
+  {
+    absl::MutexLock lock(&mu_);
+    req->set_session_id(session_);
+    ++calls_in_flight_;
+  }
+  NextStub().proto->async()->Heartbeat(ctx.get(), req.get(), resp.get(), [this, req, resp, ctx](grpc::Status s) {
+    ReleaseContext(ctx.get());
+    NoteIncarnation(*ctx);
+    if (!s.ok()) spdlog::debug("heartbeat to server {}: {}", server_id_, s.error_message());
+    absl::MutexLock lock(&mu_);
+    --calls_in_flight_;
+  });
+}
+
+void ServerConnection::StopAndCancel() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  for (grpc::ClientContext* ctx : contexts_) ctx->TryCancel();
+}
+
+void ServerConnection::AwaitIdle() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* in_flight) { return *in_flight == 0; }, &calls_in_flight_));
+}
+
+}  // namespace shardps

@@ -1,0 +1,125 @@
+// One server as a worker sees it: its channels, the worker's session with
+// it, and the policy every call to it follows (DESIGN.md, "Failures"):
+//  - UNAVAILABLE or DEADLINE_EXCEEDED (the server is down, restarting,
+//    paused or cut off): retried with backoff (doubling from
+//    initial_backoff up to 2 s) until it has not answered for
+//    server_timeout; then the call fails UNAVAILABLE naming the server.
+//    Meanwhile the worker logs every wait_log_interval which server it is
+//    waiting for.
+//  - ABORTED (session unknown or expired, the job rewound): a sync or ssp
+//    push or pull fails with a rejoin status (ps_client.h) so that the
+//    trainer lines up with the job; any other call registers again and is
+//    retried. One registration runs at a time, shared by every call that
+//    needs it, and no thread blocks on it.
+//  - anything else fails at once, prefixed with the server's id and address.
+//
+// Thread-safe. StopAndCancel() then AwaitIdle() before destruction.
+#ifndef SHARDPS_WORKER_SERVER_CONNECTION_H_
+#define SHARDPS_WORKER_SERVER_CONNECTION_H_
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "proto/shardps.grpc.pb.h"
+#include "worker/delayed_executor.h"
+#include "worker/ps_client.h"
+
+namespace shardps {
+
+// One channel's stubs: the generated one, and the generic one for the raw
+// framing of Push and Pull (common/tensor_frame.h).
+struct Stub {
+  std::unique_ptr<wire::ParameterService::Stub> proto;
+  std::unique_ptr<grpc::GenericStub> raw;
+};
+
+struct CallSpec {
+  const char* what = "call";  // names the call in messages: "push", "pull", ...
+  absl::Duration timeout;     // of each attempt
+  bool rejoin_on_abort = false;
+};
+
+class ServerConnection {
+ public:
+  // Starts one attempt: the RPC on `stub` with `ctx` (its deadline set) and
+  // the current `session`; calls `done` once with gRPC's status.
+  using Attempt = std::function<void(Stub& stub, grpc::ClientContext* ctx, uint64_t session,
+                                     std::function<void(grpc::Status)> done)>;
+  using RegisterDone = std::function<void(absl::StatusOr<wire::RegisterResponse>)>;
+
+  // `clock` and `executor` must outlive the connection.
+  ServerConnection(int server_id, const ClientOptions& options, Clock* clock, DelayedExecutor* executor);
+  ServerConnection(const ServerConnection&) = delete;
+  ServerConnection& operator=(const ServerConnection&) = delete;
+
+  // Runs the call as the class comment says; `done` runs exactly once.
+  void Call(const CallSpec& spec, Attempt attempt, std::function<void(absl::Status)> done);
+  // Registers (continuing at `resume_step` when given) and keeps the session.
+  void Register(std::optional<int64_t> resume_step, RegisterDone done);
+
+  // For the heartbeat thread: a heartbeat when idle for heartbeat_interval,
+  // and a log line when calls have waited wait_log_interval for an answer.
+  void Tend();
+  // Later calls fail CANCELLED; attempts in flight are cancelled.
+  void StopAndCancel();
+  // Blocks until every call's `done` has run.
+  void AwaitIdle();
+
+  // `status` prefixed with this server's id and address.
+  absl::Status Annotate(const absl::Status& status, int attempts = 1) const;
+  int64_t retries() const { return retries_; }
+  int64_t registrations() const { return registrations_; }
+
+ private:
+  struct CallState;
+  void StartAttempt(std::shared_ptr<CallState> call);
+  void OnAttemptDone(std::shared_ptr<CallState> call, const grpc::ClientContext& ctx, absl::Status status);
+  void RetryLater(std::shared_ptr<CallState> call, const absl::Status& status);
+  void OnAborted(std::shared_ptr<CallState> call, const absl::Status& status);
+  // Registers again unless the session already changed from `observed`.
+  void Reregister(uint64_t observed, std::function<void(absl::Status)> done);
+  void Finish(const std::shared_ptr<CallState>& call, const absl::Status& status);
+  void NoteIncarnation(const grpc::ClientContext& ctx);
+  void SendHeartbeat();
+  // A context for one RPC, cancelled by StopAndCancel(); null once stopped.
+  std::shared_ptr<grpc::ClientContext> NewContext(absl::Duration timeout);
+  void ReleaseContext(grpc::ClientContext* ctx);
+  Stub& NextStub() { return *stubs_[next_stub_.fetch_add(1) % stubs_.size()]; }
+
+  // Constant after construction.
+  const int server_id_;
+  const ClientOptions options_;
+  Clock* const clock_;
+  DelayedExecutor* const executor_;
+  std::vector<std::unique_ptr<Stub>> stubs_;
+
+  std::atomic<size_t> next_stub_{0};
+  std::atomic<uint64_t> incarnation_{0};
+  std::atomic<int64_t> retries_{0}, registrations_{0};
+
+  absl::Mutex mu_;
+  uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
+  bool reregistering_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void(absl::Status)>> reregister_waiters_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_call_ ABSL_GUARDED_BY(mu_);       // an attempt started (heartbeats are for idle sessions)
+  absl::Time last_answer_ ABSL_GUARDED_BY(mu_);     // an attempt ended, or calls began while none was in flight
+  absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_WORKER_SERVER_CONNECTION_H_
