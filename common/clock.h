@@ -4,6 +4,9 @@
 #ifndef SHARDPS_COMMON_CLOCK_H_
 #define SHARDPS_COMMON_CLOCK_H_
 
+#include <algorithm>
+#include <functional>
+
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -66,10 +69,18 @@ class StopFlag {
     absl::MutexLock lock(&mu_);
     return stopped_;
   }
-  // Waits until Stop() (true) or until `clock` has moved on by `d` (false).
-  bool WaitFor(Clock& clock, absl::Duration d) {
+  // Waits until Stop() (true) or until `clock` reaches `deadline` (false).
+  bool WaitUntil(Clock& clock, absl::Time deadline) {
     absl::MutexLock lock(&mu_);
-    return clock.AwaitWithDeadline(&mu_, absl::Condition(&stopped_), clock.Now() + d);
+    return clock.AwaitWithDeadline(&mu_, absl::Condition(&stopped_), deadline);
+  }
+  // Calls fn() every `period` of `clock` until Stop(). Due times are fixed
+  // before each round, so a clock that moves on while a round runs is seen;
+  // rounds missed while the process did not run are not made up.
+  void RunEvery(Clock& clock, absl::Duration period, const std::function<void()>& fn) {
+    for (absl::Time due = clock.Now() + period; !WaitUntil(clock, due); due = std::max(due + period, clock.Now())) {
+      fn();
+    }
   }
 
  private:

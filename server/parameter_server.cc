@@ -54,15 +54,15 @@ int64_t ParameterServerImpl::CurrentStep(int rank) {
 }
 
 absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobView& view,
-                                                           std::optional<int64_t> resume_step) {
+                                                           std::optional<Resume> resume) {
   if (shut_down_) return absl::UnavailableError("server is shutting down");
   if (rank < 0 || rank >= options_.job.num_workers) {
     return Refuse(absl::InvalidArgumentError(absl::StrCat(
         "worker rank ", rank, " is out of range; this job has ", options_.job.num_workers, " workers")));
   }
   if (view.layout_hash == 0) return Refuse(absl::InvalidArgumentError("registration carries no layout hash"));
-  if (resume_step && *resume_step < 0) {
-    return Refuse(absl::InvalidArgumentError(absl::StrCat("resume step is ", *resume_step, "; want >= 0")));
+  if (resume && resume->step < 0) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat("resume step is ", resume->step, "; want >= 0")));
   }
   uint64_t expected_hash = 0;
   job_layout_hash_.compare_exchange_strong(expected_hash, view.layout_hash);
@@ -73,8 +73,14 @@ absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobVi
         absl::StrCat("worker ", rank, " refused by server ", options_.server_id, ": ", agree.message())));
   }
   absl::ReaderMutexLock state(&rewind_mu_);
+  if (resume && resume->timeline != timeline_) {
+    return Refuse(absl::AbortedError(absl::StrCat("worker ", rank, " would resume at step ", resume->step,
+                                                  " of timeline ", resume->timeline, ", but server ",
+                                                  options_.server_id, " is on timeline ", timeline_.load(),
+                                                  " (a rewind came in between); register afresh")));
+  }
   Registration reg;
-  reg.current_step = resume_step ? *resume_step : CurrentStep(rank);
+  reg.current_step = resume ? resume->step : CurrentStep(rank);
   reg.heartbeat_interval = options_.heartbeat_interval;
   reg.session_id = membership_.Register(rank, reg.current_step);
   reg.incarnation = incarnation_;
@@ -297,6 +303,7 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
 absl::StatusOr<int64_t> ParameterServerImpl::Heartbeat(uint64_t session) {
   absl::StatusOr<int> rank = membership_.Touch(session);
   if (!rank.ok()) return Refuse(rank.status());
+  heartbeats_.fetch_add(1);
   return CurrentStep(*rank);
 }
 
@@ -313,6 +320,7 @@ ServerStats ParameterServerImpl::Stats() {
   s.dead_workers_total = membership_.DeadTotal();
   s.pushes = pushes_;
   s.pulls = pulls_;
+  s.heartbeats = heartbeats_;
   s.refused = refused_;
   s.bytes_pushed = bytes_pushed_;
   s.bytes_pulled = bytes_pulled_;

@@ -76,6 +76,7 @@ struct ServerStats {
   int64_t dead_workers_total = 0;
   int64_t pushes = 0;
   int64_t pulls = 0;
+  int64_t heartbeats = 0;
   int64_t refused = 0;
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
@@ -103,12 +104,16 @@ class ParameterServer {
                                                                  Clock* clock);
   virtual ~ParameterServer() = default;
 
+  // Where a registering worker continues: at step `step` of `timeline`.
+  struct Resume {
+    int64_t step = 0;
+    int64_t timeline = 0;
+  };
   // Checks the worker's view of the job; FAILED_PRECONDITION names the first
   // field that differs. INVALID_ARGUMENT for a rank out of range. The worker
-  // continues at `resume_step` when given, else at this server's current
-  // step.
-  virtual absl::StatusOr<Registration> Register(int rank, const JobView& view,
-                                                std::optional<int64_t> resume_step) = 0;
+  // continues at `resume` when given (ABORTED when this server is on another
+  // timeline), else at this server's current step.
+  virtual absl::StatusOr<Registration> Register(int rank, const JobView& view, std::optional<Resume> resume) = 0;
 
   // First writer wins. `chunks` must be exactly this server's keys.
   virtual absl::StatusOr<wire::InitOutcome> Init(uint64_t session, const Layout& layout,
@@ -130,11 +135,13 @@ class ParameterServer {
   // Returns the current step.
   virtual absl::StatusOr<int64_t> Heartbeat(uint64_t session) = 0;
 
-  // Restores the checkpoint of `step` unless every server in `restarted`
-  // was answered by an earlier rewind (see proto/shardps.proto, Rewind).
-  // FAILED_PRECONDITION when this server awaits a rewind that `restarted`
-  // does not name; NOT_FOUND when it has no checkpoint of `step`.
-  virtual absl::StatusOr<RewindResult> Rewind(int64_t step, const std::vector<RestartedServer>& restarted) = 0;
+  // Restores the checkpoint of `step` and enters `timeline`, unless every
+  // server in `restarted` was answered by an earlier rewind (see
+  // proto/shardps.proto, Rewind). FAILED_PRECONDITION when this server
+  // awaits a rewind that `restarted` does not name, or is on `timeline` or
+  // later already; NOT_FOUND when it has no checkpoint of `step`.
+  virtual absl::StatusOr<RewindResult> Rewind(int64_t step, int64_t timeline,
+                                              const std::vector<RestartedServer>& restarted) = 0;
 
   // Declares silent workers dead (completing sync steps that waited only for
   // them), expires overdue pulls, and writes checkpoints that are due. Called

@@ -32,7 +32,7 @@ class ParameterServerImpl final : public ParameterServer {
   // Restores the newest checkpoint, if any (at start).
   absl::Status Restore();
 
-  absl::StatusOr<Registration> Register(int rank, const JobView& view, std::optional<int64_t> resume_step) override;
+  absl::StatusOr<Registration> Register(int rank, const JobView& view, std::optional<Resume> resume) override;
   absl::StatusOr<wire::InitOutcome> Init(uint64_t session, const Layout& layout,
                                          const std::vector<ChunkPayload>& chunks) override;
   absl::StatusOr<std::vector<wire::PushOutcome>> Push(
@@ -40,7 +40,7 @@ class ParameterServerImpl final : public ParameterServer {
   void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, absl::Time deadline,
             PullDone done) override;
   absl::StatusOr<int64_t> Heartbeat(uint64_t session) override;
-  absl::StatusOr<RewindResult> Rewind(int64_t step, const std::vector<RestartedServer>& restarted) override;
+  absl::StatusOr<RewindResult> Rewind(int64_t step, int64_t timeline, const std::vector<RestartedServer>& restarted) override;
   void Tick() override;
   absl::StatusOr<std::string> CheckpointNow() override;
   ServerStats Stats() override;
@@ -106,7 +106,7 @@ class ParameterServerImpl final : public ParameterServer {
   WorkerClocks clocks_;
 
   std::atomic<bool> shut_down_{false};
-  std::atomic<int64_t> pushes_{0}, pulls_{0}, refused_{0}, bytes_pushed_{0}, bytes_pulled_{0};
+  std::atomic<int64_t> pushes_{0}, pulls_{0}, heartbeats_{0}, refused_{0}, bytes_pushed_{0}, bytes_pulled_{0};
   std::atomic<int64_t> apply_nanos_{0}, rewinds_{0}, steps_lost_total_{0};
 };
 

@@ -49,7 +49,8 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
       checkpointer_(options, std::move(store), &membership_, clock),
       clocks_(options.job.num_workers, &membership_) {}
 
-absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, const std::vector<RestartedServer>& restarted) {
+absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t timeline,
+                                                         const std::vector<RestartedServer>& restarted) {
   if (shut_down_) return absl::UnavailableError("server is shutting down");
   if (options_.job.mode == Mode::kAsync) {
     return Refuse(absl::FailedPreconditionError("rewind refused: an async job is never rewound"));
@@ -69,6 +70,11 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, const std
     return it != answered_restarts_.end() && it->second == r.incarnation;
   });
   if (answered && !awaiting_rewind_) return RewindResult{false, timeline_, 0};
+  if (timeline <= timeline_) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat("rewind into timeline ", timeline, " refused: server ",
+                                                             options_.server_id, " is on timeline ",
+                                                             timeline_.load(), "; register again and retry")));
+  }
   absl::StatusOr<ShardSnapshot> shard = checkpointer_.Read(step);
   if (!shard.ok()) return Refuse(shard.status());
   if (!initialized_) {
@@ -86,7 +92,7 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, const std
   membership_.Reset(step);
   clocks_.ForgetAll();
   for (const RestartedServer& r : restarted) answered_restarts_[r.server_id] = r.incarnation;
-  timeline_.fetch_add(1);
+  timeline_ = timeline;
   awaiting_rewind_ = false;
   checkpointer_.Attach(table_.get(), step, timeline_, /*write_now=*/false);
   const int64_t lost = std::max<int64_t>(0, before - step);
@@ -105,8 +111,9 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, const std
 void ParameterServerImpl::Tick() {
   absl::ReaderMutexLock state(&rewind_mu_);
   if (const absl::Duration paused = membership_.NoteTick(); paused > absl::ZeroDuration()) {
-    spdlog::warn("server {} did not run for {} (stopped or starved); that time is not counted as workers' silence",
-                 options_.server_id, absl::FormatDuration(paused));
+    spdlog::warn("server {} did not run for {:.1f} s (stopped or starved); that time is not counted as workers' "
+                 "silence",
+                 options_.server_id, absl::ToDoubleSeconds(paused));
   }
   const std::vector<int> dead = membership_.ExpireSilent();
   for (int rank : dead) {

@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
 }
 
 void PsServerHost::Housekeep(absl::Duration interval) {
-  while (!stop_.WaitFor(*clock_, interval)) core_->Tick();
+  stop_.RunEvery(*clock_, interval, [this] { core_->Tick(); });
 }
 
 void PsServerHost::Shutdown(absl::Duration grace) {

@@ -65,8 +65,8 @@ class ImmediateReactor final : public ProtoReactor<Req> {
 absl::StatusOr<wire::RegisterResponse> Register(ParameterServer* core, const wire::RegisterRequest& req) {
   absl::StatusOr<JobView> view = JobViewFromProto(req.view());
   if (!view.ok()) return core->RecordRefused(view.status());
-  std::optional<int64_t> resume;
-  if (req.has_resume_step()) resume = req.resume_step();
+  std::optional<ParameterServer::Resume> resume;
+  if (req.has_resume_step()) resume = ParameterServer::Resume{req.resume_step(), req.timeline()};
   absl::StatusOr<Registration> reg = core->Register(req.rank(), *view, resume);
   if (!reg.ok()) return reg.status();
   wire::RegisterResponse resp;
@@ -118,7 +118,7 @@ absl::StatusOr<wire::RewindResponse> Rewind(ParameterServer* core, const wire::R
         absl::StrCat("rewind to step ", req.step(), " naming ", restarted.size(),
                      " restarted servers; want a step >= 0 and at least one server")));
   }
-  absl::StatusOr<RewindResult> result = core->Rewind(req.step(), restarted);
+  absl::StatusOr<RewindResult> result = core->Rewind(req.step(), req.timeline(), restarted);
   if (!result.ok()) return result.status();
   wire::RewindResponse resp;
   resp.set_rewound(result->rewound);

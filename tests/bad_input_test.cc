@@ -6,6 +6,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include "common/rpc_metadata.h"
 #include "common/tensor_frame.h"
 #include "tests/test_cluster.h"
 
@@ -79,9 +80,11 @@ void Expect(const grpc::Status& s, grpc::StatusCode code, const std::string& tex
   REQUIRE_THAT(s.error_message(), Catch::Contains(text));
 }
 
-// The raw framing (common/tensor_frame.h) through gRPC's generic stub.
+// Any method through gRPC's generic stub (the raw framing of
+// common/tensor_frame.h, or bytes that are not a message at all). The
+// answer's incarnation metadata goes to *incarnation when given.
 grpc::Status RawCall(const TestCluster& cluster, const std::string& method, const grpc::ByteBuffer& request,
-                     grpc::ByteBuffer* response) {
+                     grpc::ByteBuffer* response, std::string* incarnation = nullptr) {
   grpc::GenericStub stub(
       grpc::CreateChannel(cluster.Addresses()[0], grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
@@ -93,6 +96,10 @@ grpc::Status RawCall(const TestCluster& cluster, const std::string& method, cons
   void* tag;
   bool ok;
   REQUIRE(cq.Next(&tag, &ok));
+  if (incarnation != nullptr) {
+    auto it = ctx.GetServerTrailingMetadata().find(kIncarnationKey);
+    *incarnation = it == ctx.GetServerTrailingMetadata().end() ? "" : std::string(it->second.data(), it->second.size());
+  }
   return status;
 }
 
@@ -280,6 +287,42 @@ TEST_CASE_METHOD(BadInputFixture, "raw framing: good and malformed pushes, unkno
 
   REQUIRE(raw_push(header, std::string(16, '\0')).ok());  // a good raw push is accepted
   REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "bytes that are not the request message: INVALID_ARGUMENT naming it",
+                 "[bad_input]") {
+  const std::string garbage = "\x0a\xff\xff\xff";  // field 1, a length that runs past the end
+  const std::vector<std::pair<std::string, std::string>> methods = {
+      {"Register", "RegisterRequest"}, {"Init", "InitRequest"},         {"Push", "PushRequest"},
+      {"Pull", "PullRequest"},         {"Heartbeat", "HeartbeatRequest"}, {"Admin", "AdminRequest"},
+      {"Rewind", "RewindRequest"}};
+  const int64_t refused = Refused();
+  const std::string incarnation = IncarnationText(cluster_.core(0)->incarnation());
+  for (const auto& [method, message] : methods) {
+    grpc::Slice slice(garbage);
+    grpc::ByteBuffer request(&slice, 1), response;
+    std::string answered_by;
+    const grpc::Status s =
+        RawCall(cluster_, "/shardps.wire.ParameterService/" + method, request, &response, &answered_by);
+    Expect(s, grpc::StatusCode::INVALID_ARGUMENT, "request does not parse as shardps.wire." + message);
+    REQUIRE(answered_by == incarnation);  // errors carry the incarnation too
+  }
+  REQUIRE(Refused() == refused + static_cast<int64_t>(methods.size()));
+  REQUIRE(StillServing());
+}
+
+TEST_CASE_METHOD(BadInputFixture, "every answer carries the server's incarnation", "[bad_input]") {
+  wire::AdminRequest req;
+  req.set_action(wire::ADMIN_STATUS);
+  grpc::ByteBuffer response;
+  std::string answered_by;
+  REQUIRE(RawCall(cluster_, "/shardps.wire.ParameterService/Admin", MessageBuffer(req), &response, &answered_by).ok());
+  REQUIRE(ParseIncarnation(answered_by) == cluster_.core(0)->incarnation());
+  grpc::Slice empty("");
+  grpc::ByteBuffer none(&empty, 1);
+  Expect(RawCall(cluster_, "/shardps.wire.Nothing/Here", none, &response, &answered_by),
+         grpc::StatusCode::UNIMPLEMENTED, "unknown method /shardps.wire.Nothing/Here");
+  REQUIRE(ParseIncarnation(answered_by) == cluster_.core(0)->incarnation());
 }
 
 TEST_CASE("dead session: ABORTED until the worker registers again", "[bad_input]") {

@@ -3,13 +3,19 @@
 // checkpointed weights bit for bit.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "server/checkpoint_store.h"
+#include "server/key_table.h"
 #include "server/safetensors.h"
 #include "server/shard_checkpoint.h"
+#include "server/step_capture.h"
 #include "tests/server_process.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
@@ -128,6 +134,75 @@ TEST_CASE("a checkpoint from another configuration is refused at start", "[check
   auto core = ParameterServer::Create(o, &clock);
   REQUIRE(core.status().code() == absl::StatusCode::kFailedPrecondition);
   REQUIRE_THAT(std::string(core.status().message()), Catch::Contains("mode async"));
+}
+
+ShardSnapshot ShardOfStep(int64_t step) {
+  ShardSnapshot shard;
+  shard.layout = SmallLayout();
+  shard.partition_bytes = 16;
+  shard.optimizer = "sgd";
+  shard.step = step;
+  return shard;
+}
+
+TEST_CASE("the checkpoint store keeps the newest two steps and drops an abandoned timeline", "[checkpoint]") {
+  const std::string dir = TempDir("store") + "/not/yet/there";  // created on open
+  auto store = CheckpointStore::Open(dir, 0, 1, /*keep=*/2);
+  REQUIRE(store.ok());
+  for (int64_t step : {0, 100, 200, 300}) REQUIRE((*store)->Write(ShardOfStep(step)).ok());
+  REQUIRE((*store)->Steps() == std::vector<int64_t>{200, 300});
+  REQUIRE((*store)->Read(300)->step == 300);
+  const absl::Status missing = (*store)->Read(100).status();
+  REQUIRE(missing.code() == absl::StatusCode::kNotFound);
+  REQUIRE_THAT(std::string(missing.message()), Catch::Contains("no checkpoint of step 100") &&
+                                                   Catch::Contains("[200, 300]"));
+  (*store)->DiscardAfter(200);
+  REQUIRE((*store)->Steps() == std::vector<int64_t>{200});
+}
+
+TEST_CASE("an unwritable checkpoint directory is refused at start, naming the path and the reason", "[checkpoint]") {
+  for (const std::string dir : {"/proc/nope", "/proc/self/status/x"}) {
+    ServerOptions o = SyncOptions(1, 1);
+    o.checkpoint_dir = dir;
+    RealClock clock;
+    auto core = ParameterServer::Create(o, &clock);
+    INFO(core.status().ToString());
+    REQUIRE(core.status().code() == absl::StatusCode::kFailedPrecondition);
+    REQUIRE_THAT(std::string(core.status().message()), Catch::Contains(dir));
+  }
+  const std::string read_only = TempDir("read-only");
+  REQUIRE(chmod(read_only.c_str(), 0500) == 0);
+  auto store = CheckpointStore::Open(read_only, 0, 1, 2);
+  if (geteuid() != 0) {  // root writes anyway
+    REQUIRE_THAT(std::string(store.status().message()), Catch::Contains("Permission denied"));
+  }
+}
+
+TEST_CASE("sync checkpoints hold one step exactly, though keys reach it at different moments", "[checkpoint]") {
+  KeyTable table(*KeyMap::Build(SmallLayout(), 1, 16), 0, /*num_slots=*/0, /*num_workers=*/1);
+  StepCapture capture;
+  auto apply = [&](size_t index, float value) {  // one optimizer step of a key
+    KeyState& k = table.key(index);
+    absl::MutexLock lock(&k.mu);
+    std::fill(k.weights->begin(), k.weights->end(), value);
+    k.version.fetch_add(1);
+    capture.OnVersion(index, k);
+  };
+  apply(0, 1.0f);  // key 0 reaches step 1 before the capture of step 2 is armed
+  REQUIRE(capture.Arm(table, 2));
+  for (size_t i = 0; i < table.size(); ++i) apply(i, 10.0f + i);  // keys 1.. reach step 1, key 0 step 2
+  REQUIRE(!capture.TakeComplete());
+  apply(0, 99.0f);  // key 0 goes on to step 3: its step-2 copy must stay
+  for (size_t i = 1; i < table.size(); ++i) apply(i, 20.0f + i);  // the rest reach step 2
+  auto complete = capture.TakeComplete();
+  REQUIRE(complete);
+  REQUIRE(complete->first == 2);
+  REQUIRE(complete->second[0].weights[0] == 10.0f);  // key 0 as it was at step 2
+  for (size_t i = 1; i < table.size(); ++i) {
+    REQUIRE(complete->second[i].version == 2);
+    REQUIRE(complete->second[i].weights[0] == 20.0f + i);
+  }
+  REQUIRE(!capture.Arm(table, 2));  // keys already past the step: nothing to capture
 }
 
 }  // namespace

@@ -13,22 +13,6 @@
 namespace shardps::testing {
 namespace {
 
-absl::Status PushAll(PsClient& c, int64_t step, const std::vector<std::vector<float>>& g) {
-  return c.Push(step, {{0, g[0].data()}, {1, g[1].data()}});
-}
-
-absl::Status PullAll(PsClient& c, int64_t step, std::vector<std::vector<float>>& w) {
-  return c.Pull(step, {{0, w[0].data()}, {1, w[1].data()}});
-}
-
-bool AllEqual(const std::vector<std::vector<float>>& w, float v) {
-  for (const auto& t : w) {
-    for (float x : t) {
-      if (x != v) return false;
-    }
-  }
-  return true;
-}
 
 TEST_CASE("sync: every worker pulls exactly the mean; version equals the step", "[sync]") {
   constexpr int kWorkers = 3, kSteps = 5;

@@ -1,13 +1,16 @@
-// DESIGN.md "Liveness": a dead worker never hangs a sync step, is counted,
-// and a returning worker rejoins at the current step.
+// DESIGN.md "Liveness", on a ManualClock: a dead worker never hangs a sync
+// step, is counted, and a returning worker rejoins at the current step; an
+// idle worker's heartbeats keep it alive; a server's own pause is not the
+// workers' silence. No test sleeps: time moves only when the test says so.
 #include <catch2/catch.hpp>
 
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-#include <thread>
+#include <list>
+#include <optional>
 
 #include "tests/test_cluster.h"
 
@@ -34,73 +37,163 @@ std::string ScrapeMetrics(int port) {
   return out;
 }
 
-TEST_CASE("worker timeout: a sync step completes without a silent worker, which rejoins", "[liveness]") {
+// A server core on a manual clock, driven directly: each worker is a
+// session, each push carries small integers, so means compare with ==.
+class CoreOnManualClock {
+ public:
+  explicit CoreOnManualClock(ServerOptions o) : view_(o.job) {
+    view_.layout_hash = LayoutHash(SmallLayout());
+    auto core = ParameterServer::Create(o, &clock_);
+    REQUIRE(core.ok());
+    core_ = *std::move(core);
+  }
+  uint64_t Join(int rank) {
+    auto reg = core_->Register(rank, view_, std::nullopt);
+    REQUIRE(reg.ok());
+    last_step_ = reg->current_step;
+    return reg->session_id;
+  }
+  void Init(uint64_t session) {
+    std::vector<ChunkPayload> chunks;
+    for (const ChunkInfo& c : KeysOfServer0()) chunks.push_back({c.key, wire::DTYPE_FLOAT32, {Bytes(c.length, 0)}});
+    REQUIRE(core_->Init(session, SmallLayout(), chunks).ok());
+  }
+  absl::Status Push(uint64_t session, int64_t step, float value) {
+    std::vector<ChunkPayload> chunks;
+    for (const ChunkInfo& c : KeysOfServer0()) chunks.push_back({c.key, wire::DTYPE_FLOAT32, {Bytes(c.length, value)}});
+    return core_->Push(session, step, chunks).status();
+  }
+  // Starts a pull of key (0, 0) for `step`; its result lands in *out.
+  void Pull(uint64_t session, int64_t step, std::optional<absl::StatusOr<float>>* out) {
+    core_->Pull(session, step, {{0, 0}}, wire::DTYPE_FLOAT32, absl::InfiniteFuture(),
+                [out](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+                  if (chunks.ok()) {
+                    *out = (*(*chunks)[0].weights)[0];
+                  } else {
+                    *out = chunks.status();
+                  }
+                });
+  }
+  // Moves time by `total` in ticks of 100 ms, as the housekeeping thread
+  // would; the workers of `alive` send a heartbeat every tick.
+  void Pass(absl::Duration total, const std::vector<uint64_t>& alive = {}) {
+    for (absl::Duration t; t < total; t += absl::Milliseconds(100)) {
+      clock_.Advance(absl::Milliseconds(100));
+      for (uint64_t session : alive) REQUIRE(core_->Heartbeat(session).ok());
+      core_->Tick();
+    }
+  }
+  ParameterServer& core() { return *core_; }
+  ManualClock& clock() { return clock_; }
+  int64_t last_step() const { return last_step_; }
+
+ private:
+  static std::vector<ChunkInfo> KeysOfServer0() {
+    return KeyMap::Build(SmallLayout(), 1, kSmallPartitionBytes)->ChunksOfServer(0);
+  }
+  // Payload bytes of n floats of `value`, kept alive by the fixture.
+  absl::string_view Bytes(int64_t n, float value) {
+    buffers_.emplace_back(n, value);
+    return {reinterpret_cast<const char*>(buffers_.back().data()), static_cast<size_t>(n) * 4};
+  }
+  ManualClock clock_;
+  JobView view_;
+  std::unique_ptr<ParameterServer> core_;
+  std::list<std::vector<float>> buffers_;
+  int64_t last_step_ = 0;
+};
+
+TEST_CASE("a sync step completes without a silent worker, which rejoins at the current step", "[liveness]") {
   ServerOptions o = SyncOptions(1, 3);
   o.worker_timeout = absl::Milliseconds(600);
-  HostOptions host;
-  host.metrics_port = 0;
-  TestCluster cluster(o, host);
-  auto w0 = cluster.Worker(0);
-  auto w1 = cluster.Worker(1);
-  auto w2 = cluster.Worker(2);
-  REQUIRE(w0->Init(Zeros(SmallLayout())).ok());
-  w2.reset();  // worker 2 goes silent: no calls, no heartbeats
+  CoreOnManualClock s(o);
+  const uint64_t w0 = s.Join(0), w1 = s.Join(1);
+  s.Join(2);  // then silent
+  s.Init(w0);
+  REQUIRE(s.Push(w0, 0, 3).ok());
+  REQUIRE(s.Push(w1, 0, 3).ok());
+  std::optional<absl::StatusOr<float>> pulled;
+  s.Pull(w0, 1, &pulled);
+  s.Pass(absl::Milliseconds(500), {w0, w1});
+  REQUIRE(!pulled);  // worker 2 is not dead yet: the step waits for it
+  s.Pass(absl::Milliseconds(200), {w0, w1});
+  REQUIRE(pulled);
+  REQUIRE(**pulled == -3.0f);  // the mean of the two live workers
+  REQUIRE(s.core().Stats().dead_workers_total == 1);
+  REQUIRE(s.core().Stats().live_workers == 2);
 
-  auto g = Filled(3);
-  REQUIRE(w0->Push(0, {{0, g[0].data()}, {1, g[1].data()}}).ok());
-  REQUIRE(w1->Push(0, {{0, g[0].data()}, {1, g[1].data()}}).ok());
-  auto w = Zeros(SmallLayout());
-  const absl::Time start = absl::Now();
-  REQUIRE(w0->Pull(1, {{0, w[0].data()}, {1, w[1].data()}}).ok());
-  REQUIRE(absl::Now() - start >= absl::Milliseconds(300));  // it waited for the timeout
-  REQUIRE(w[0][0] == -3.0f);                                 // mean of the two live workers
-
-  const ServerStats stats = cluster.core(0)->Stats();
-  REQUIRE(stats.dead_workers_total == 1);
-  REQUIRE(stats.live_workers == 2);
-  const std::string metrics = ScrapeMetrics(cluster.host(0)->metrics_port());
-  REQUIRE_THAT(metrics, Catch::Contains("shardps_dead_workers_total{server=\"0\"} 1"));
-  REQUIRE_THAT(metrics, Catch::Contains("shardps_live_workers{server=\"0\"} 2"));
-
-  // Worker 2 comes back: it registers again and continues at step 1.
-  auto back = PsClient::Connect(cluster.ClientFor(2));
-  REQUIRE(back.ok());
-  absl::StatusOr<int64_t> step = (*back)->Register();
-  REQUIRE(step.ok());
-  REQUIRE(*step == 1);
-  auto g2 = Filled(6);
-  std::thread other([&] {
-    REQUIRE(w0->Push(1, {{0, g[0].data()}, {1, g[1].data()}}).ok());
-    REQUIRE(w1->Push(1, {{0, g[0].data()}, {1, g[1].data()}}).ok());
-  });
-  REQUIRE((*back)->Push(1, {{0, g2[0].data()}, {1, g2[1].data()}}).ok());
-  other.join();
-  REQUIRE((*back)->Pull(2, {{0, w[0].data()}, {1, w[1].data()}}).ok());
-  REQUIRE(w[0][0] == -3.0f - 4.0f);  // mean of 3, 3, 6: all three counted again
-  REQUIRE(cluster.core(0)->Stats().live_workers == 3);
-}
-
-TEST_CASE("an idle worker's heartbeats keep it alive", "[liveness]") {
-  ServerOptions o = SyncOptions(1, 1);
-  o.worker_timeout = absl::Milliseconds(1500);
-  TestCluster cluster(o);
-  auto w = cluster.Worker(0);  // heartbeat interval 100 ms
-  REQUIRE(w->Init(Zeros(SmallLayout())).ok());
-  absl::SleepFor(absl::Milliseconds(4000));  // well past the timeout, with no other calls
-  REQUIRE(cluster.core(0)->Stats().dead_workers_total == 0);
+  const uint64_t back = s.Join(2);  // worker 2 returns
+  REQUIRE(s.last_step() == 1);     // ... and continues at step 1
+  REQUIRE(s.Push(w0, 1, 3).ok());
+  REQUIRE(s.Push(w1, 1, 3).ok());
+  REQUIRE(s.Push(back, 1, 6).ok());
+  std::optional<absl::StatusOr<float>> again;
+  s.Pull(back, 2, &again);
+  REQUIRE(again);
+  REQUIRE(**again == -3.0f - 4.0f);  // the mean of 3, 3 and 6: all three count again
+  REQUIRE(s.core().Stats().live_workers == 3);
 }
 
 TEST_CASE("a worker that never registers does not hang the first sync step", "[liveness]") {
   ServerOptions o = SyncOptions(1, 2);
   o.worker_timeout = absl::Milliseconds(500);
-  TestCluster cluster(o);
-  auto w = cluster.Worker(0);
+  CoreOnManualClock s(o);
+  const uint64_t w0 = s.Join(0);
+  s.Init(w0);
+  REQUIRE(s.Push(w0, 0, 1).ok());
+  std::optional<absl::StatusOr<float>> pulled;
+  s.Pull(w0, 1, &pulled);
+  REQUIRE(!pulled);
+  s.Pass(absl::Milliseconds(600), {w0});
+  REQUIRE(pulled);
+  REQUIRE(**pulled == -1.0f);
+}
+
+TEST_CASE("a server's own pause is not counted as its workers' silence", "[liveness]") {
+  ServerOptions o = SyncOptions(1, 2);
+  o.worker_timeout = absl::Seconds(5);
+  o.pause_threshold = absl::Seconds(1);
+  CoreOnManualClock s(o);
+  const uint64_t w0 = s.Join(0), w1 = s.Join(1);
+  s.Init(w0);
+  s.Pass(absl::Seconds(4));           // both silent for 4 s: not yet dead
+  s.clock().Advance(absl::Seconds(8));  // SIGSTOP for 8 s: no tick ran
+  s.core().Tick();
+  s.Pass(absl::Milliseconds(500));
+  REQUIRE(s.core().Stats().dead_workers_total == 0);
+  REQUIRE(s.core().Heartbeat(w0).ok());
+  REQUIRE(s.core().Heartbeat(w1).ok());
+  // Silence while the server runs still counts: worker 1 stops calling.
+  s.Pass(absl::Seconds(6), {w0});
+  REQUIRE(s.core().Stats().dead_workers_total == 1);
+  REQUIRE(s.core().Heartbeat(w1).status().code() == absl::StatusCode::kAborted);
+}
+
+TEST_CASE("an idle worker's heartbeats keep it alive (real gRPC, manual clock)", "[liveness]") {
+  ManualClock clock;
+  ServerOptions o = SyncOptions(1, 1);
+  o.worker_timeout = absl::Milliseconds(1500);
+  HostOptions host;
+  host.metrics_port = 0;
+  TestCluster cluster(o, host, &clock);
+  auto w = cluster.Worker(0);  // heartbeat interval 100 ms, on the same clock
   REQUIRE(w->Init(Zeros(SmallLayout())).ok());
-  auto g = Filled(1);
-  REQUIRE(w->Push(0, {{0, g[0].data()}, {1, g[1].data()}}).ok());
-  auto out = Zeros(SmallLayout());
-  REQUIRE(w->Pull(1, {{0, out[0].data()}, {1, out[1].data()}}).ok());
-  REQUIRE(out[1][0] == -1.0f);
+  // 4 s in steps of 100 ms, well past the timeout, with no call but
+  // heartbeats; each step waits (up to 10 s of real time) for the heartbeat
+  // that the step makes due.
+  for (int i = 0; i < 40; ++i) {
+    const int64_t before = cluster.core(0)->Stats().heartbeats;
+    clock.Advance(absl::Milliseconds(100));
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (cluster.core(0)->Stats().heartbeats == before && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    REQUIRE(cluster.core(0)->Stats().heartbeats > before);
+  }
+  REQUIRE(cluster.core(0)->Stats().dead_workers_total == 0);
+  const std::string metrics = ScrapeMetrics(cluster.host(0)->metrics_port());
+  REQUIRE_THAT(metrics, Catch::Contains("shardps_live_workers{server=\"0\"} 1"));
+  REQUIRE_THAT(metrics, Catch::Contains("shardps_dead_workers_total{server=\"0\"} 0"));
 }
 
 }  // namespace

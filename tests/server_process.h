@@ -2,7 +2,10 @@
 #ifndef SHARDPS_TESTS_SERVER_PROCESS_H_
 #define SHARDPS_TESTS_SERVER_PROCESS_H_
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,10 +102,37 @@ class ChildProcess {
     pid_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
+  // Sends `sig` without waiting.
+  void Send(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  // True when the process has ended; then `code` is as Wait() returns it.
+  bool Ended(int* code) {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    pid_ = -1;
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return true;
+  }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
 };
+
+// A port on 127.0.0.1 that was free a moment ago.
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
 
 }  // namespace shardps::testing
 

@@ -127,6 +127,23 @@ inline std::vector<std::vector<float>> Filled(float v) {
   return w;
 }
 
+// Pushes (pulls) both tensors of SmallLayout().
+inline absl::Status PushAll(PsClient& c, int64_t step, const std::vector<std::vector<float>>& g) {
+  return c.Push(step, {{0, g[0].data()}, {1, g[1].data()}});
+}
+inline absl::Status PullAll(PsClient& c, int64_t step, std::vector<std::vector<float>>& w) {
+  return c.Pull(step, {{0, w[0].data()}, {1, w[1].data()}});
+}
+
+inline bool AllEqual(const std::vector<std::vector<float>>& w, float v) {
+  for (const auto& t : w) {
+    for (float x : t) {
+      if (x != v) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace shardps::testing
 
 #endif  // SHARDPS_TESTS_TEST_CLUSTER_H_

@@ -25,9 +25,6 @@ float FromBits(uint32_t b) {
   std::memcpy(&f, &b, 4);
   return f;
 }
-absl::Status PullAll(PsClient& c, int64_t step, std::vector<std::vector<float>>& w) {
-  return c.Pull(step, {{0, w[0].data()}, {1, w[1].data()}});
-}
 uint16_t Narrow(float f) {
   uint16_t h;
   ToBfloat16(&f, 1, &h);

@@ -119,7 +119,7 @@ class GrpcPsClient final : public PsClient {
  private:
   // Registers with `servers` in parallel (each waits up to server_timeout).
   absl::StatusOr<std::vector<ServerJoinView>> RegisterWith(const std::vector<int>& servers,
-                                                           std::optional<int64_t> resume_step);
+                                                           std::optional<ResumeAt> resume);
   absl::Status RewindAll(const JoinPlan& plan);
   // Issues `call(slot, fanout)` for every non-null request slot.
   template <typename Req>
@@ -132,7 +132,7 @@ class GrpcPsClient final : public PsClient {
     }
   }
   CallSpec TransferSpec(const char* what, absl::Duration timeout) const {
-    return CallSpec{what, timeout, options_.job.mode != Mode::kAsync};
+    return CallSpec{what, timeout, options_.job.mode == Mode::kAsync ? OnAbort::kRegisterAgain : OnAbort::kRejoin};
   }
   void HeartbeatLoop();
 
@@ -151,16 +151,16 @@ class GrpcPsClient final : public PsClient {
 };
 
 absl::StatusOr<std::vector<ServerJoinView>> GrpcPsClient::RegisterWith(const std::vector<int>& servers,
-                                                                       std::optional<int64_t> resume_step) {
+                                                                       std::optional<ResumeAt> resume) {
   std::vector<ServerJoinView> views(servers.size());
   absl::Status status = Blocking([&](Done done) {
     auto fanout = std::make_shared<Fanout>(static_cast<int>(servers.size()), std::move(done));
     for (size_t i = 0; i < servers.size(); ++i) {
-      connections_[servers[i]]->Register(resume_step, [&views, i, fanout](absl::StatusOr<wire::RegisterResponse> r) {
+      connections_[servers[i]]->Register(resume, [&views, i, fanout](absl::StatusOr<wire::RegisterResponse> r) {
         if (r.ok()) {
-          views[i] = ServerJoinView{r->server_id(), r->current_step(), r->incarnation(), r->awaiting_rewind(),
-                                    r->initialized(), r->trained(),
-                                    {r->checkpoint_steps().begin(), r->checkpoint_steps().end()}};
+          views[i] = ServerJoinView{r->server_id(),        r->current_step(), r->incarnation(),
+                                    r->timeline(),         r->awaiting_rewind(), r->initialized(),
+                                    r->trained(),          {r->checkpoint_steps().begin(), r->checkpoint_steps().end()}};
         }
         fanout->Finish(r.status());
       });
@@ -173,6 +173,7 @@ absl::StatusOr<std::vector<ServerJoinView>> GrpcPsClient::RegisterWith(const std
 absl::Status GrpcPsClient::RewindAll(const JoinPlan& plan) {
   auto req = std::make_shared<wire::RewindRequest>();
   req->set_step(plan.step);
+  req->set_timeline(plan.timeline);
   for (const auto& [id, incarnation] : plan.restarted) {
     wire::RestartedServer* r = req->add_restarted();
     r->set_server_id(id);
@@ -184,7 +185,7 @@ absl::Status GrpcPsClient::RewindAll(const JoinPlan& plan) {
     for (size_t s = 0; s < connections_.size(); ++s) {
       auto resp = std::make_shared<wire::RewindResponse>();
       connections_[s]->Call(
-          CallSpec{"rewind", options_.push_timeout, false},
+          CallSpec{"rewind", options_.push_timeout, OnAbort::kFail},
           [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t, std::function<void(grpc::Status)> cb) {
             stub.proto->async()->Rewind(ctx, req.get(), resp.get(), std::move(cb));
           },
@@ -213,6 +214,7 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
     if (!views.ok()) return views.status();
     const JoinPlan plan = PlanJoin(options_.job.mode, *views);
     if (plan.action == JoinPlan::Action::kFail) return plan.error;
+    if (plan.action == JoinPlan::Action::kRegisterAgain) continue;  // a rewind is under way
     if (plan.action == JoinPlan::Action::kRewind) {
       // Refused when another worker's rewind got there first, or a server
       // restarted again: look at the servers afresh.
@@ -223,7 +225,9 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
       continue;
     }
     if (!plan.behind.empty()) {
-      if (auto again = RegisterWith(plan.behind, plan.step); !again.ok()) return again.status();
+      auto again = RegisterWith(plan.behind, ResumeAt{plan.step, plan.timeline});
+      if (absl::IsAborted(again.status())) continue;  // a rewind came in between
+      if (!again.ok()) return again.status();
     }
     return plan.step;
   }
@@ -238,7 +242,7 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) 
       auto req = (*reqs)[s];
       auto resp = std::make_shared<wire::InitResponse>();
       connections_[s]->Call(
-          CallSpec{"init", options_.push_timeout, false},
+          CallSpec{"init", options_.push_timeout, OnAbort::kRegisterAgain},
           [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
             req->set_session_id(session);
             stub.proto->async()->Init(ctx, req.get(), resp.get(), std::move(cb));
@@ -298,9 +302,9 @@ void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done 
 }
 
 void GrpcPsClient::HeartbeatLoop() {
-  while (!stop_heartbeats_.WaitFor(*clock_, options_.heartbeat_interval / 2)) {
+  stop_heartbeats_.RunEvery(*clock_, options_.heartbeat_interval / 2, [this] {
     for (auto& c : connections_) c->Tend();
-  }
+  });
 }
 
 void GrpcPsClient::Shutdown() {

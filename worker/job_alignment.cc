@@ -66,8 +66,16 @@ JoinPlan PlanJoin(Mode mode, const std::vector<ServerJoinView>& servers) {
     }
     plan.action = JoinPlan::Action::kRewind;
     plan.step = common.back();
+    for (const ServerJoinView& s : servers) plan.timeline = std::max(plan.timeline, s.timeline + 1);
     return plan;
   }
+  for (const ServerJoinView& s : servers) {
+    if (s.timeline != servers.front().timeline) {
+      plan.action = JoinPlan::Action::kRegisterAgain;
+      return plan;
+    }
+  }
+  plan.timeline = servers.front().timeline;
   plan.step = furthest->current_step;
   for (const ServerJoinView& s : servers) {
     if (s.current_step != plan.step) plan.behind.push_back(s.server_id);

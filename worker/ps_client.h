@@ -38,7 +38,7 @@ struct ClientOptions {
   // How long a call waits for a server that does not answer (down,
   // restarting, paused, cut off) before it fails naming the server.
   absl::Duration server_timeout = absl::Minutes(5);
-  absl::Duration initial_backoff = absl::Milliseconds(100);  // doubles per attempt, up to 2 s.
+  absl::Duration initial_backoff = absl::Milliseconds(100);  // doubles per attempt, up to 250 ms.
   absl::Duration heartbeat_interval = absl::Seconds(2);
   // While a call waits for a server, the worker logs which one this often.
   absl::Duration wait_log_interval = absl::Seconds(10);

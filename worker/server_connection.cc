@@ -23,6 +23,7 @@ struct ServerConnection::CallState {
 
 namespace {
 constexpr int kMaxReregistrations = 8;
+constexpr absl::Duration kMaxBackoff = absl::Milliseconds(250);
 }  // namespace
 
 ServerConnection::ServerConnection(int server_id, const ClientOptions& options, Clock* clock,
@@ -35,6 +36,12 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options, 
     args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
     args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
     for (const auto& [name, value] : BulkChannelArgs()) args.SetInt(name, value);
+    // Reconnect within a quarter second of a server's return (gRPC's own backoff
+    // grows to two minutes), so a restarted server is found as soon as our
+    // retries look for it.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     auto stub = std::make_unique<Stub>();
     stub->proto = wire::ParameterService::NewStub(channel);
@@ -113,7 +120,7 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
   if (waited >= options_.server_timeout) {
     // The last failure's code (UNAVAILABLE or DEADLINE_EXCEEDED) stands.
     return Finish(call, Annotate(absl::Status(status.code(), absl::StrCat(
-                                     "no answer for ", absl::FormatDuration(waited), " (server timeout ",
+                                     "no answer for ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(100))), " (server timeout ",
                                      absl::FormatDuration(options_.server_timeout), "); giving up the ",
                                      call->spec.what, ": ", status.message())),
                                  call->attempts));
@@ -122,20 +129,22 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
     absl::MutexLock lock(&mu_);
     if (now - last_wait_log_ >= options_.wait_log_interval) {
       last_wait_log_ = now;
-      spdlog::warn("waiting for server {} at {}: {} for {} ({}); retrying for up to {}", server_id_,
-                   options_.servers[server_id_], call->spec.what, absl::FormatDuration(waited),
+      spdlog::warn("waiting for server {} at {}: a {} has failed for {:.1f} s ({}); retrying for up to {}",
+                   server_id_, options_.servers[server_id_], call->spec.what, absl::ToDoubleSeconds(waited),
                    std::string(status.message()), absl::FormatDuration(options_.server_timeout));
     }
   }
   const absl::Duration backoff =
-      std::min(options_.initial_backoff * (1 << std::min(call->attempts - 1, 10)), absl::Seconds(2));
+      std::min(options_.initial_backoff * (1 << std::min(call->attempts - 1, 10)), kMaxBackoff);
   retries_.fetch_add(1);
   executor_->RunAfter(backoff, [this, call] { StartAttempt(call); });
 }
 
 void ServerConnection::OnAborted(std::shared_ptr<CallState> call, const absl::Status& status) {
-  if (call->spec.rejoin_on_abort) return Finish(call, RejoinError(Annotate(status).message()));
-  if (++call->reregistrations > kMaxReregistrations) return Finish(call, Annotate(status, call->attempts));
+  if (call->spec.on_abort == OnAbort::kRejoin) return Finish(call, RejoinError(Annotate(status).message()));
+  if (call->spec.on_abort == OnAbort::kFail || ++call->reregistrations > kMaxReregistrations) {
+    return Finish(call, Annotate(status, call->attempts));
+  }
   Reregister(call->session, [this, call, status](absl::Status registered) {
     if (!registered.ok()) return Finish(call, registered);
     spdlog::info("server {}: registered again after \"{}\"; retrying the {}", server_id_,
@@ -168,14 +177,17 @@ void ServerConnection::Reregister(uint64_t observed, std::function<void(absl::St
   });
 }
 
-void ServerConnection::Register(std::optional<int64_t> resume_step, RegisterDone done) {
+void ServerConnection::Register(std::optional<ResumeAt> resume, RegisterDone done) {
   auto req = std::make_shared<wire::RegisterRequest>();
   req->set_rank(options_.rank);
   *req->mutable_view() = JobViewToProto(options_.job);
-  if (resume_step) req->set_resume_step(*resume_step);
+  if (resume) {
+    req->set_resume_step(resume->step);
+    req->set_timeline(resume->timeline);
+  }
   auto resp = std::make_shared<wire::RegisterResponse>();
   Call(
-      CallSpec{"registration", options_.push_timeout, false},
+      CallSpec{"registration", options_.push_timeout, OnAbort::kFail},
       [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t, std::function<void(grpc::Status)> cb) {
         resp->Clear();
         stub.proto->async()->Register(ctx, req.get(), resp.get(), std::move(cb));
@@ -220,15 +232,16 @@ void ServerConnection::Tend() {
     if (calls_in_flight_ > 0 && now - last_answer_ >= options_.wait_log_interval &&
         now - last_wait_log_ >= options_.wait_log_interval) {
       last_wait_log_ = now;
-      spdlog::warn("waiting for server {} at {}: {} calls in flight, no answer for {}", server_id_,
-                   options_.servers[server_id_], calls_in_flight_, absl::FormatDuration(now - last_answer_));
+      spdlog::warn("waiting for server {} at {}: {} calls in flight, no answer for {:.1f} s", server_id_,
+                   options_.servers[server_id_], calls_in_flight_, absl::ToDoubleSeconds(now - last_answer_));
     }
   }
   if (heartbeat) SendHeartbeat();
 }
 
 void ServerConnection::SendHeartbeat() {
-  std::shared_ptr<grpc::ClientContext> ctx = NewContext(options_.heartbeat_interval);
+  // A busy server may answer late; what matters is that it hears the call.
+  std::shared_ptr<grpc::ClientContext> ctx = NewContext(std::max(options_.heartbeat_interval, absl::Seconds(10)));
   if (ctx == nullptr) return;
   auto req = std::make_shared<wire::HeartbeatRequest>();
   auto resp = std::make_shared<wire::HeartbeatResponse>();

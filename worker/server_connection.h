@@ -2,15 +2,15 @@
 // it, and the policy every call to it follows (DESIGN.md, "Failures"):
 //  - UNAVAILABLE or DEADLINE_EXCEEDED (the server is down, restarting,
 //    paused or cut off): retried with backoff (doubling from
-//    initial_backoff up to 2 s) until it has not answered for
+//    initial_backoff up to 250 ms) until it has not answered for
 //    server_timeout; then the call fails UNAVAILABLE naming the server.
 //    Meanwhile the worker logs every wait_log_interval which server it is
 //    waiting for.
-//  - ABORTED (session unknown or expired, the job rewound): a sync or ssp
-//    push or pull fails with a rejoin status (ps_client.h) so that the
-//    trainer lines up with the job; any other call registers again and is
-//    retried. One registration runs at a time, shared by every call that
-//    needs it, and no thread blocks on it.
+//  - ABORTED (session unknown or expired, the job rewound): as the call's
+//    OnAbort says. A sync or ssp push or pull fails with a rejoin status
+//    (ps_client.h) so that the trainer lines up with the job; async ones
+//    and Init register again and are retried. One registration runs at a
+//    time, shared by every call that needs it, and no thread blocks on it.
 //  - anything else fails at once, prefixed with the server's id and address.
 //
 // Thread-safe. StopAndCancel() then AwaitIdle() before destruction.
@@ -44,10 +44,24 @@ struct Stub {
   std::unique_ptr<grpc::GenericStub> raw;
 };
 
+// What a call does when the server answers ABORTED.
+enum class OnAbort {
+  kRejoin,         // fail with a rejoin status (sync and ssp pushes and pulls)
+  kRegisterAgain,  // register again and retry (async pushes and pulls, Init)
+  kFail,           // fail (registrations and rewinds, which carry no session)
+};
+
 struct CallSpec {
   const char* what = "call";  // names the call in messages: "push", "pull", ...
   absl::Duration timeout;     // of each attempt
-  bool rejoin_on_abort = false;
+  OnAbort on_abort = OnAbort::kFail;
+};
+
+// Where a registration continues: at `step` of `timeline` (see
+// proto/shardps.proto, RegisterRequest).
+struct ResumeAt {
+  int64_t step = 0;
+  int64_t timeline = 0;
 };
 
 class ServerConnection {
@@ -65,8 +79,8 @@ class ServerConnection {
 
   // Runs the call as the class comment says; `done` runs exactly once.
   void Call(const CallSpec& spec, Attempt attempt, std::function<void(absl::Status)> done);
-  // Registers (continuing at `resume_step` when given) and keeps the session.
-  void Register(std::optional<int64_t> resume_step, RegisterDone done);
+  // Registers (continuing at `resume` when given) and keeps the session.
+  void Register(std::optional<ResumeAt> resume, RegisterDone done);
 
   // For the heartbeat thread: a heartbeat when idle for heartbeat_interval,
   // and a log line when calls have waited wait_log_interval for an answer.

@@ -1,0 +1,104 @@
+// worker/ps_requests.h: requests built from tensors and pull answers decoded
+// into them, without sockets.
+#include <catch2/catch.hpp>
+
+#include "common/tensor_frame.h"
+#include "worker/ps_requests.h"
+
+namespace shardps {
+namespace {
+
+// w[3,5] and b[5] in 16-byte chunks (4 floats): 6 keys over 2 servers.
+Layout SmallLayout() { return Layout{{{"w", {3, 5}}, {"b", {5}}}}; }
+
+TEST_CASE("pushes: one request per server and lane, every chunk once, payloads borrowed", "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 2, 16);
+  const RequestBuilder builder(&map, /*lanes=*/2, wire::DTYPE_FLOAT32);
+  std::vector<float> w(15), b(5);
+  for (int i = 0; i < 15; ++i) w[i] = static_cast<float>(i);
+  auto pushes = builder.Pushes(3, {{0, w.data()}, {1, b.data()}});
+  REQUIRE(pushes.ok());
+  REQUIRE(pushes->size() == 4);  // 2 servers x 2 lanes
+  int chunks = 0;
+  for (size_t slot = 0; slot < pushes->size(); ++slot) {
+    const auto& req = (*pushes)[slot];
+    if (!req) continue;
+    REQUIRE(req->header.step() == 3);
+    REQUIRE(req->payloads.size() == static_cast<size_t>(req->header.chunks_size()));
+    for (int i = 0; i < req->header.chunks_size(); ++i, ++chunks) {
+      const wire::Chunk& c = req->header.chunks(i);
+      const ChunkInfo* info = map.Find({c.key().tensor(), c.key().chunk()});
+      REQUIRE(info->server == builder.ServerOfSlot(slot));
+      REQUIRE(c.raw_bytes() == info->length * 4);
+      const float* tensor = c.key().tensor() == 0 ? w.data() : b.data();
+      REQUIRE(req->payloads[i].data() == reinterpret_cast<const char*>(tensor + info->offset));  // no copy
+    }
+  }
+  REQUIRE(chunks == 6);
+}
+
+TEST_CASE("bfloat16 pushes carry narrowed copies of half the size", "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, 1, wire::DTYPE_BFLOAT16);
+  std::vector<float> b = {1.0f, -2.0f, 0.5f, 3.0f, 8.0f};
+  auto pushes = builder.Pushes(0, {{1, b.data()}});
+  REQUIRE(pushes.ok());
+  const RawPush& req = *(*pushes)[0];
+  REQUIRE(req.header.chunks_size() == 2);
+  REQUIRE(req.payloads[0].size() == 8);
+  uint16_t first;
+  std::memcpy(&first, req.payloads[0].data(), 2);
+  REQUIRE(first == 0x3f80);  // 1.0f's top 16 bits
+}
+
+TEST_CASE("bad tensors are refused before anything is sent", "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, 1, wire::DTYPE_FLOAT32);
+  std::vector<float> x(15);
+  REQUIRE(builder.Pushes(0, {}).status().code() == absl::StatusCode::kInvalidArgument);
+  REQUIRE_THAT(std::string(builder.Pulls(0, {{7, x.data()}}).status().message()), Catch::Contains("unknown tensor 7"));
+  REQUIRE(builder.Inits({x}).status().code() == absl::StatusCode::kInvalidArgument);  // 1 tensor of 2
+}
+
+// The answer a server sends for `req`: each chunk's values are its key's
+// index times 10 plus the element's index.
+grpc::ByteBuffer Answer(const KeyMap& map, const wire::PullRequest& req, wire::DType dtype) {
+  wire::PullResponse resp;
+  std::vector<SharedPayload> payloads;
+  for (const wire::Key& k : req.keys()) {
+    const ChunkInfo* info = map.Find({k.tensor(), k.chunk()});
+    auto values = std::make_shared<std::vector<float>>(info->length);
+    for (int64_t i = 0; i < info->length; ++i) (*values)[i] = static_cast<float>(k.chunk() * 10 + i);
+    wire::Chunk* c = resp.add_chunks();
+    *c->mutable_key() = k;
+    c->set_dtype(dtype);
+    c->set_raw_bytes(info->length * 4);
+    payloads.push_back(ShareFloats(values));
+  }
+  return EncodeFrame(resp, std::move(payloads));
+}
+
+TEST_CASE("a pull answer lands in the caller's tensors; a wrong one is DATA_LOSS", "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, 1, wire::DTYPE_FLOAT32);
+  std::vector<float> w(15, -1.0f);
+  auto plan = builder.Pulls(5, {{0, w.data()}});
+  REQUIRE(plan.ok());
+  const wire::PullRequest& req = *plan->requests[0];
+  REQUIRE(req.step() == 5);
+  REQUIRE(req.keys_size() == 4);
+  REQUIRE(DecodePullAnswer(Answer(map, req, wire::DTYPE_FLOAT32), plan->targets[0], wire::DTYPE_FLOAT32).ok());
+  REQUIRE(w[0] == 0.0f);
+  REQUIRE(w[5] == 11.0f);   // chunk 1, element 1
+  REQUIRE(w[14] == 32.0f);  // chunk 3, element 2
+
+  wire::PullRequest fewer = req;
+  fewer.mutable_keys()->RemoveLast();
+  const absl::Status short_answer = DecodePullAnswer(Answer(map, fewer, wire::DTYPE_FLOAT32), plan->targets[0],
+                                                     wire::DTYPE_FLOAT32);
+  REQUIRE(short_answer.code() == absl::StatusCode::kDataLoss);
+  REQUIRE_THAT(std::string(short_answer.message()), Catch::Contains("answered 3 chunks; asked for 4"));
+}
+
+}  // namespace
+}  // namespace shardps

@@ -1,0 +1,115 @@
+// ps_server's start-up failures, on the real binary: a busy port and an
+// unwritable checkpoint directory end it non-zero with a message naming the
+// cause; SIGTERM at any moment of start-up (a slow restore included) ends it
+// with exit 0.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/shard_checkpoint.h"
+#include "tests/server_process.h"
+#include "tests/temp_dir.h"
+
+namespace shardps::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs ps_server with `flags` to its end; returns its exit code, and its log in *log.
+int RunServer(const std::vector<std::string>& flags, const std::string& log_path, std::string* log) {
+  ChildProcess server(RunfilePath("server/ps_server"), flags, log_path);
+  const int code = server.Wait();
+  *log = ReadFile(log_path);
+  return code;
+}
+
+TEST_CASE("a busy port: exit 1 naming the address, the port and the reason", "[startup][process]") {
+  const std::string dir = TempDir("busy");
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  std::string log;
+  const int code = RunServer({"--bind_address=127.0.0.1", absl::StrCat("--port=", port)}, dir + "/a.log", &log);
+  close(fd);
+  INFO(log);
+  REQUIRE(code == 1);
+  REQUIRE_THAT(log, Catch::Contains(absl::StrCat("cannot listen on address 127.0.0.1 port ", port,
+                                                 ": Address already in use")));
+
+  // Another ps_server on the port: refused too, not sharing it.
+  ServerProcess first(RunfilePath("server/ps_server"), {"--bind_address=127.0.0.1", "--port=0"});
+  const int second = RunServer({"--bind_address=127.0.0.1", absl::StrCat("--port=", first.port())},
+                               dir + "/b.log", &log);
+  INFO(log);
+  REQUIRE(second == 1);
+  REQUIRE_THAT(log, Catch::Contains("Address already in use"));
+}
+
+TEST_CASE("an unwritable checkpoint directory: exit 1 naming it, before serving", "[startup][process]") {
+  const std::string dir = TempDir("unwritable");
+  std::string log;
+  const int code = RunServer({"--port=0", "--checkpoint_dir=/proc/nope", "--checkpoint_every=1"}, dir + "/a.log", &log);
+  INFO(log);
+  REQUIRE(code == 1);
+  REQUIRE_THAT(log, Catch::Contains("/proc/nope"));
+  REQUIRE_THAT(log, !Catch::Contains("LISTENING"));
+}
+
+// True once `pid` blocks SIGTERM: its main() has begun.
+bool BlocksSigterm(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    unsigned long long mask = 0;
+    if (sscanf(line.c_str(), "SigBlk: %llx", &mask) == 1) return (mask >> (SIGTERM - 1)) & 1;
+  }
+  return false;
+}
+
+TEST_CASE("SIGTERM at any moment of start-up, a slow restore included, exits 0", "[startup][process]") {
+  const std::string dir = TempDir("sigterm");
+  // A 64 MB shard to restore, so that some signals land during the restore.
+  ShardSnapshot shard;
+  shard.layout = Layout{{{"w", {16 << 20}}}};
+  shard.partition_bytes = 2 << 20;
+  shard.optimizer = "sgd";
+  for (uint32_t c = 0; c < 32; ++c) shard.keys.push_back({{0, c}, 0, std::vector<float>(512 << 10, 1.0f), {}});
+  std::filesystem::create_directories(dir + "/ckpt");
+  REQUIRE(WriteShardCheckpoint(ShardCheckpointPath(dir + "/ckpt", 0, 1, 0), shard).ok());
+  std::string phases;
+  for (int delay_ms : {0, 2, 10, 30, 100, 300, 1000}) {
+    const std::string log_path = absl::StrCat(dir, "/server-", delay_ms, ".log");
+    ChildProcess server(RunfilePath("server/ps_server"), {"--port=0", "--checkpoint_dir=" + dir + "/ckpt"}, log_path);
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (!BlocksSigterm(server.pid()) && absl::Now() < give_up) absl::SleepFor(absl::Microseconds(100));
+    absl::SleepFor(absl::Milliseconds(delay_ms));
+    server.Send(SIGTERM);
+    const int code = server.Wait();
+    const std::string log = ReadFile(log_path);
+    INFO("SIGTERM " << delay_ms << " ms after main() began\n" << log);
+    REQUIRE(code == 0);
+    phases += log;
+  }
+  // The signals met the server in its phases: before or during the restore,
+  // and once it served.
+  REQUIRE_THAT(phases, Catch::Contains("received while restoring") || Catch::Contains("received before start-up"));
+  REQUIRE_THAT(phases, Catch::Contains("received: shutting down"));
+}
+
+}  // namespace
+}  // namespace shardps::testing
