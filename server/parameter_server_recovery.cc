@@ -165,8 +165,9 @@ absl::Status ParameterServerImpl::Restore() {
     awaiting_rewind_ = true;
   }
   checkpointer_.Attach(table_.get(), step, timeline_, /*write_now=*/false);
-  spdlog::info("restored step {} (timeline {}, {} keys) as incarnation {:016x}{}", step, timeline_.load(),
-               table_->size(), incarnation_,
+  const auto [low, high] = table_->VersionRange();
+  spdlog::info("restored step {} (timeline {}, {} keys at versions {}..{}) as incarnation {:016x}{}", step,
+               timeline_.load(), table_->size(), low, high, incarnation_,
                awaiting_rewind_ ? "; waiting for the job to rewind to a step every server holds" : "");
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <prometheus/metric_family.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/malloc_tuning.h"
 
 namespace shardps {
 namespace {
@@ -42,6 +43,14 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_short_steps_total", "Sync key steps completed without a dead worker.", T::Counter,
                s.steps_completed_short, id),
         Family("shardps_checkpoint_step", "Step of the last checkpoint; -1 if none.", T::Gauge, s.checkpoint_step, id),
+        Family("shardps_timeline", "Rewinds of the job this server took part in.", T::Gauge, s.timeline, id),
+        Family("shardps_rewinds_total", "Rewinds this server applied since it started.", T::Counter, s.rewinds, id),
+        Family("shardps_steps_lost_total", "Steps those rewinds went back.", T::Counter, s.steps_lost_total, id),
+        Family("shardps_awaiting_rewind", "1 while a restored server waits for the job to rewind.", T::Gauge,
+               s.awaiting_rewind ? 1 : 0, id),
+        Family("shardps_heartbeats_total", "Heartbeats answered.", T::Counter, s.heartbeats, id),
+        Family("shardps_heap_bytes", "Bytes malloc has handed out and not had back (memory in use).", T::Gauge,
+               static_cast<double>(HeapBytesInUse()), id),
     };
   }
 

@@ -1,7 +1,9 @@
 // ssp and async: a worker's clock is the number of steps it has finished,
 // and on one server a step is finished when the worker has pushed every key
 // the server owns for it. Counts keys pushed per (worker, step) and moves
-// the worker's clock in Membership when a step is complete.
+// the worker's clock in Membership when a step is complete. A worker that
+// pushes only some keys never finishes a step; at most kOpenSteps steps are
+// counted per worker, so its counts do not grow without bound.
 //
 // Thread-safe.
 #ifndef SHARDPS_SERVER_WORKER_CLOCKS_H_
@@ -29,6 +31,7 @@ class WorkerClocks {
       std::map<int64_t, size_t>& per_step = pushed_[rank];
       finished = ++per_step[step] == num_keys;
       if (finished) per_step.erase(per_step.begin(), per_step.upper_bound(step));
+      while (per_step.size() > kOpenSteps) per_step.erase(per_step.begin());
     }
     if (finished) membership_->AdvanceClock(rank, step + 1);
   }
@@ -41,8 +44,16 @@ class WorkerClocks {
     absl::MutexLock lock(&mu_);
     for (auto& per_step : pushed_) per_step.clear();
   }
+  // Steps `rank` has begun and not finished that are still counted.
+  size_t OpenSteps(int rank) {
+    absl::MutexLock lock(&mu_);
+    return pushed_[rank].size();
+  }
 
  private:
+  // Far more than pull-ahead and retries keep open at once.
+  static constexpr size_t kOpenSteps = 64;
+
   Membership* const membership_;
   absl::Mutex mu_;
   std::vector<std::map<int64_t, size_t>> pushed_ ABSL_GUARDED_BY(mu_);

@@ -83,6 +83,56 @@ std::string ConfigJson(const ClientOptions& c, const TrainerOptions& t, const st
                       absl::GetFlag(FLAGS_synthetic) > 0 ? "synthetic" : absl::GetFlag(FLAGS_data_dir), "\"}");
 }
 
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
+  ClientOptions o;
+  o.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
+  if (o.servers.empty()) return absl::InvalidArgumentError("--servers is empty");
+  o.rank = absl::GetFlag(FLAGS_rank);
+  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return mode.status();
+  o.job.mode = *mode;
+  o.job.staleness = absl::GetFlag(FLAGS_staleness);
+  o.job.num_servers = static_cast<int>(o.servers.size());
+  o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
+  o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  o.pull_timeout = absl::GetFlag(FLAGS_pull_timeout);
+  o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  o.server_timeout = absl::GetFlag(FLAGS_server_timeout);
+  o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) return wire_dtype.status();
+  o.wire_dtype = *wire_dtype;
+  return o;
+}
+
+TrainerOptions TrainerOptionsFromFlags(const ClientOptions& client) {
+  TrainerOptions t;
+  t.rank = client.rank;
+  t.num_workers = client.job.num_workers;
+  t.batch_size = absl::GetFlag(FLAGS_batch_size);
+  t.epochs = absl::GetFlag(FLAGS_epochs);
+  t.seed = absl::GetFlag(FLAGS_seed);
+  t.log_every = absl::GetFlag(FLAGS_log_every);
+  t.eval_rank = absl::GetFlag(FLAGS_eval_rank);
+  t.max_steps_per_epoch = absl::GetFlag(FLAGS_max_steps_per_epoch);
+  t.wire_value_bytes = ValueBytes(client.wire_dtype);
+  return t;
+}
+
+// The training and test sets: --synthetic samples, or the IDX files of --data_dir.
+absl::Status LoadData(uint64_t seed, absl::StatusOr<Dataset>& train, absl::StatusOr<Dataset>& test) {
+  if (absl::GetFlag(FLAGS_synthetic) > 0) {
+    train = SyntheticDataset(absl::GetFlag(FLAGS_synthetic), 28, 28, seed);
+    test = SyntheticDataset(2000, 28, 28, seed + 1);
+  } else {
+    train = LoadMnistStyle(absl::GetFlag(FLAGS_data_dir), /*train=*/true);
+    if (!train.ok()) return train.status();
+    test = LoadMnistStyle(absl::GetFlag(FLAGS_data_dir), /*train=*/false);
+  }
+  return test.status();
+}
+
 int Run() {
   const int rank = absl::GetFlag(FLAGS_rank);
   if (absl::Status s = SetUpLogging(absl::GetFlag(FLAGS_log_level), absl::StrCat("worker ", rank)); !s.ok()) {
@@ -93,60 +143,23 @@ int Run() {
     spdlog::critical("{}", std::string(s.message()));
     return 1;
   };
-  ClientOptions client_options;
-  client_options.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
-  if (client_options.servers.empty()) return fail(absl::InvalidArgumentError("--servers is empty"));
-  client_options.rank = rank;
-  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
-  if (!mode.ok()) return fail(mode.status());
-  client_options.job.mode = *mode;
-  client_options.job.staleness = absl::GetFlag(FLAGS_staleness);
-  client_options.job.num_servers = static_cast<int>(client_options.servers.size());
-  client_options.job.num_workers = absl::GetFlag(FLAGS_num_workers);
-  client_options.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
-  client_options.pull_timeout = absl::GetFlag(FLAGS_pull_timeout);
-  client_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
-  client_options.server_timeout = absl::GetFlag(FLAGS_server_timeout);
-  client_options.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
-  client_options.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
-  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
-  if (!wire_dtype.ok()) return fail(wire_dtype.status());
-  client_options.wire_dtype = *wire_dtype;
-
-  TrainerOptions trainer_options;
-  trainer_options.rank = rank;
-  trainer_options.num_workers = client_options.job.num_workers;
-  trainer_options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  trainer_options.epochs = absl::GetFlag(FLAGS_epochs);
-  trainer_options.seed = absl::GetFlag(FLAGS_seed);
-  trainer_options.log_every = absl::GetFlag(FLAGS_log_every);
-  trainer_options.eval_rank = absl::GetFlag(FLAGS_eval_rank);
-  trainer_options.max_steps_per_epoch = absl::GetFlag(FLAGS_max_steps_per_epoch);
-  trainer_options.wire_value_bytes = ValueBytes(client_options.wire_dtype);
-
+  absl::StatusOr<ClientOptions> client_options = ClientOptionsFromFlags();
+  if (!client_options.ok()) return fail(client_options.status());
+  const TrainerOptions trainer_options = TrainerOptionsFromFlags(*client_options);
   absl::StatusOr<Dataset> train, test;
-  if (absl::GetFlag(FLAGS_synthetic) > 0) {
-    train = SyntheticDataset(absl::GetFlag(FLAGS_synthetic), 28, 28, trainer_options.seed);
-    test = SyntheticDataset(2000, 28, 28, trainer_options.seed + 1);
-  } else {
-    train = LoadMnistStyle(absl::GetFlag(FLAGS_data_dir), /*train=*/true);
-    if (!train.ok()) return fail(train.status());
-    test = LoadMnistStyle(absl::GetFlag(FLAGS_data_dir), /*train=*/false);
-  }
-  if (!test.ok()) return fail(test.status());
-
+  if (absl::Status loaded = LoadData(trainer_options.seed, train, test); !loaded.ok()) return fail(loaded);
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(absl::GetFlag(FLAGS_device), rank);
   if (!backend.ok()) return fail(backend.status());
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       absl::GetFlag(FLAGS_model), backend->get(), trainer_options.batch_size, {1, train->rows, train->cols});
   if (!model.ok()) return fail(model.status());
-  client_options.layout = (*model)->layout();
-  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(client_options);
+  client_options->layout = (*model)->layout();
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(*client_options);
   if (!client.ok()) return fail(client.status());
 
   spdlog::info("{} on {} ({} parameters), {} mode, {} servers, {} workers, batch {}", absl::GetFlag(FLAGS_model),
-               (*backend)->name(), (*model)->layout().TotalBytes() / 4, ModeName(client_options.job.mode),
-               client_options.job.num_servers, client_options.job.num_workers, trainer_options.batch_size);
+               (*backend)->name(), (*model)->layout().TotalBytes() / 4, ModeName(client_options->job.mode),
+               client_options->job.num_servers, client_options->job.num_workers, trainer_options.batch_size);
   Trainer trainer(trainer_options, model->get(), client->get(), &*train, &*test);
   absl::StatusOr<TrainSummary> summary = trainer.Run();
   if (!summary.ok()) return fail(summary.status());
@@ -156,7 +169,7 @@ int Run() {
   const std::string path = absl::GetFlag(FLAGS_summary_json);
   if (!path.empty()) {
     std::ofstream out(path);
-    out << SummaryJson(*summary, ConfigJson(client_options, trainer_options, (*backend)->name()));
+    out << SummaryJson(*summary, ConfigJson(*client_options, trainer_options, (*backend)->name()));
     if (!out) return fail(absl::InternalError(absl::StrCat("cannot write ", path)));
   }
   return 0;
