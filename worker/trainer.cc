@@ -239,18 +239,23 @@ void Trainer::Record(float loss, int correct, int64_t i, int64_t per_epoch, Epoc
   }
 }
 
-absl::StatusOr<TrainSummary> Trainer::Run() {
+absl::Status Trainer::CheckReady() const {
   for (size_t t = 0; t < host_weights_.size(); ++t) {
     if (host_weights_[t].data() == nullptr || host_grads_[t].data() == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat("cannot allocate host buffers for tensor ", t, " on ",
                                                        model_->backend().name()));
     }
   }
-  const int64_t per_epoch = StepsPerEpoch();
-  if (per_epoch == 0) {
+  if (StepsPerEpoch() == 0) {
     return absl::InvalidArgumentError(absl::StrCat("a worker's share of ", train_->count / options_.num_workers,
                                                    " samples holds no batch of ", options_.batch_size));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainSummary> Trainer::Run() {
+  if (absl::Status ready = CheckReady(); !ready.ok()) return ready;
+  const int64_t per_epoch = StepsPerEpoch();
   const int64_t total = per_epoch * options_.epochs;
   absl::StatusOr<int64_t> joined = Join();
   if (!joined.ok()) return joined.status();
@@ -261,20 +266,29 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   const double cpu_start = ProcessCpuSeconds();
   EpochProgress p;
   int failures_in_a_row = 0;
-  for (int64_t step = *joined; step < total;) {
-    const int epoch = static_cast<int>(step / per_epoch);
-    if (epoch != p.epoch) p = StartEpoch(epoch);
-    const int64_t i = step % per_epoch;
-    const std::vector<int64_t> batch(p.shard.begin() + i * options_.batch_size,
-                                     p.shard.begin() + (i + 1) * options_.batch_size);
-    float loss = 0;
-    int correct = 0;
-    absl::Status s = Step(step, batch, step + 1 < total, &loss, &correct);
-    if (s.ok()) Record(loss, correct, i, per_epoch, p, summary);
-    if (s.ok() && i + 1 == per_epoch) s = EndEpoch(step, p, summary);
+  // The last step of an epoch whose end (evaluation) is still to run, or -1.
+  int64_t epoch_end = -1;
+  for (int64_t step = *joined; step < total || epoch_end >= 0;) {
+    absl::Status s;
+    if (epoch_end >= 0) {
+      s = EndEpoch(epoch_end, p, summary);
+      if (s.ok()) epoch_end = -1;
+    } else {
+      if (step / per_epoch != p.epoch) p = StartEpoch(static_cast<int>(step / per_epoch));
+      const int64_t i = step % per_epoch;
+      const std::vector<int64_t> batch(p.shard.begin() + i * options_.batch_size,
+                                       p.shard.begin() + (i + 1) * options_.batch_size);
+      float loss = 0;
+      int correct = 0;
+      s = Step(step, batch, step + 1 < total, &loss, &correct);
+      if (s.ok()) {
+        Record(loss, correct, i, per_epoch, p, summary);
+        if (i + 1 == per_epoch) epoch_end = step;
+        ++step;
+      }
+    }
     if (s.ok()) {
       failures_in_a_row = 0;
-      ++step;
       continue;
     }
     DrainPullsAhead();
@@ -283,7 +297,10 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     }
     absl::StatusOr<int64_t> back = Rejoin(step, s, summary);
     if (!back.ok()) return back.status();
-    if (*back / per_epoch != epoch) p.epoch = -1;  // that epoch starts over
+    // An epoch's end is evaluated when the job goes on right after it;
+    // otherwise the epoch ends again later, or the job moved past it.
+    if (epoch_end >= 0 && *back != epoch_end + 1) epoch_end = -1;
+    if (epoch_end < 0 && *back / per_epoch != p.epoch) p.epoch = -1;  // that epoch starts over
     step = *back;
   }
   summary.samples = summary.steps * options_.batch_size;

@@ -82,6 +82,8 @@ class Trainer {
   // After a step failed with a rejoin status at `step`: joins again.
   absl::StatusOr<int64_t> Rejoin(int64_t step, const absl::Status& why, TrainSummary& summary);
   int64_t StepsPerEpoch() const;
+  // Host buffers allocated and an epoch holds at least one batch.
+  absl::Status CheckReady() const;
   EpochProgress StartEpoch(int epoch);
   // Counts a finished step; logs every log_every steps.
   void Record(float loss, int correct, int64_t i, int64_t per_epoch, EpochProgress& p, TrainSummary& summary);
