@@ -26,7 +26,8 @@ struct KeyState {
         index(index_on_server),
         weights(std::make_shared<std::vector<float>>(chunk.length)),
         slots(num_slots, std::vector<float>(chunk.length)),
-        last_pushed_step(num_workers, -1) {}
+        last_pushed_step(num_workers, -1),
+        last_pulled_version(num_workers, -1) {}
   KeyState(const KeyState&) = delete;
   KeyState& operator=(const KeyState&) = delete;
 
@@ -55,6 +56,9 @@ struct KeyState {
   std::atomic<int64_t> version{0};
   // Per worker rank: the last step it pushed for this key; -1 before any.
   std::vector<int64_t> last_pushed_step ABSL_GUARDED_BY(mu);
+  // Per worker rank: the version it last pulled of this key; -1 before any
+  // (async and ssp: a push's staleness is version - this).
+  std::vector<int64_t> last_pulled_version ABSL_GUARDED_BY(mu);
 
   // Sync mode: sum of the gradients pushed for step `version`, and who
   // pushed them. Empty until the first buffered push.

@@ -70,6 +70,7 @@ absl::Status KeyTable::Restore(std::vector<KeySnapshot> keys, const std::string&
     k.slots = std::move(s.slots);
     k.version = s.version;
     std::fill(k.last_pushed_step.begin(), k.last_pushed_step.end(), -1);
+    std::fill(k.last_pulled_version.begin(), k.last_pulled_version.end(), -1);
     k.grad_sum.clear();
     k.contributed.clear();
     k.contributors = 0;

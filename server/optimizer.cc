@@ -39,7 +39,12 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   if (o.schedule.warmup_steps < 0) return bad("lr_warmup_steps", o.schedule.warmup_steps, ">= 0");
   if (o.schedule.step_size < 1) return bad("lr_step_size", o.schedule.step_size, ">= 1");
   if (o.schedule.total_steps < 1) return bad("lr_total_steps", o.schedule.total_steps, ">= 1");
+  if (o.pushes_per_step < 1) return bad("pushes_per_step", o.pushes_per_step, ">= 1");
   return absl::OkStatus();
+}
+
+double Optimizer::UpdateLr(const OptimizerOptions& o, const UpdateStep& at) {
+  return LearningRateAt(o.schedule, o.lr, at.version / o.pushes_per_step) / o.pushes_per_step * at.lr_scale;
 }
 
 namespace {
@@ -49,32 +54,39 @@ namespace {
 // are not restrict: the compiler checks at run time that they are equal or
 // apart, and both cases take the vector loop.
 
+// The per-update decay of a per-step decay `beta` when a step is n updates.
+double PerUpdate(double beta, int n) { return std::pow(beta, 1.0 / n); }
+
 class Sgd final : public Optimizer {
  public:
-  explicit Sgd(const OptimizerOptions& o) : o_(o) {}
+  explicit Sgd(const OptimizerOptions& o)
+      : o_(o),
+        mu_(static_cast<float>(PerUpdate(o.momentum, o.pushes_per_step))),
+        // The gradient's weight in the buffer: 1 with one update per step.
+        weight_(static_cast<float>(o.momentum > 0 ? (1.0 - mu_) / (1.0 - o.momentum) : 1.0)) {}
   int NumSlots() const override { return o_.momentum > 0 ? 1 : 0; }
 
-  void Apply(int64_t step, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
+  void Apply(const UpdateStep& at, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
              float* const* slots) const override {
-    const float lr = static_cast<float>(LearningRateAt(o_.schedule, o_.lr, step));
+    const float lr = static_cast<float>(UpdateLr(o_, at));
     const float wd = static_cast<float>(o_.weight_decay);
     if (o_.momentum == 0) {
       for (int64_t i = 0; i < n; ++i) to[i] = from[i] - lr * (grad[i] + wd * from[i]);
       return;
     }
-    const float mu = static_cast<float>(o_.momentum);
+    const float mu = mu_, w = weight_;
     float* __restrict v = slots[0];
     // PyTorch starts the buffer at the first gradient: with v = 0 that is mu*0 + g.
     if (o_.nesterov) {
       for (int64_t i = 0; i < n; ++i) {
-        const float g = grad[i] + wd * from[i];
+        const float g = w * (grad[i] + wd * from[i]);
         v[i] = mu * v[i] + g;
         to[i] = from[i] - lr * (g + mu * v[i]);
       }
     } else {
       for (int64_t i = 0; i < n; ++i) {
         const float g = grad[i] + wd * from[i];
-        v[i] = mu * v[i] + g;
+        v[i] = mu * v[i] + w * g;
         to[i] = from[i] - lr * v[i];
       }
     }
@@ -82,6 +94,7 @@ class Sgd final : public Optimizer {
 
  private:
   const OptimizerOptions o_;
+  const float mu_, weight_;
 };
 
 class Adam final : public Optimizer {
@@ -89,13 +102,14 @@ class Adam final : public Optimizer {
   Adam(const OptimizerOptions& o, bool decoupled) : o_(o), decoupled_(decoupled) {}
   int NumSlots() const override { return 2; }
 
-  void Apply(int64_t step, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
+  void Apply(const UpdateStep& at, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
              float* const* slots) const override {
-    const double lr = LearningRateAt(o_.schedule, o_.lr, step);
-    const double t = static_cast<double>(step + 1);
-    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
-    const float step_size = static_cast<float>(lr / (1.0 - std::pow(o_.beta1, t)));
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(o_.beta2, t)));
+    const double lr = UpdateLr(o_, at);
+    const double t = static_cast<double>(at.version + 1);  // updates, each with the per-update decays
+    const double beta1 = PerUpdate(o_.beta1, o_.pushes_per_step), beta2 = PerUpdate(o_.beta2, o_.pushes_per_step);
+    const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
+    const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, t)));
     const float eps = static_cast<float>(o_.epsilon);
     const float l2 = decoupled_ ? 0.0f : static_cast<float>(o_.weight_decay);
     const float shrink = decoupled_ ? static_cast<float>(1.0 - lr * o_.weight_decay) : 1.0f;
@@ -119,15 +133,16 @@ class AdaGrad final : public Optimizer {
   explicit AdaGrad(const OptimizerOptions& o) : o_(o) {}
   int NumSlots() const override { return 1; }
 
-  void Apply(int64_t step, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
+  void Apply(const UpdateStep& at, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
              float* const* slots) const override {
-    const float lr = static_cast<float>(LearningRateAt(o_.schedule, o_.lr, step));
+    const float lr = static_cast<float>(UpdateLr(o_, at));
     const float wd = static_cast<float>(o_.weight_decay);
     const float eps = static_cast<float>(o_.epsilon);
+    const float share = 1.0f / static_cast<float>(o_.pushes_per_step);
     float* __restrict sum = slots[0];
     for (int64_t i = 0; i < n; ++i) {
       const float g = grad[i] + wd * from[i];
-      sum[i] += g * g;
+      sum[i] += share * g * g;
       to[i] = from[i] - lr * g / (std::sqrt(sum[i]) + eps);
     }
   }

@@ -2,6 +2,17 @@
 // per-key state (the "slots": momentum, Adam moments, AdaGrad sums) lives with
 // the key and is passed in. Update rules follow PyTorch's SGD, Adam, AdamW and
 // Adagrad.
+//
+// One meaning for the hyperparameters in every mode: with
+// pushes_per_step = N (async and ssp jobs of N workers, where every push is
+// an update of its own), each update is 1/N of a step. Its learning rate is
+// lr/N; the schedule's step is the key's updates / N; and the slots are
+// kept so that N updates with the same gradient leave them as one step
+// would: SGD's momentum decays by momentum^(1/N) per update and takes the
+// gradient with weight (1 - momentum^(1/N)) / (1 - momentum), so its size
+// and its memory in steps match a sync step's; Adam's moments decay by
+// beta^(1/N) per update, and its bias correction counts updates with those
+// decays (1 - beta^(updates / N)); AdaGrad adds gradient^2 / N per update.
 #ifndef SHARDPS_SERVER_OPTIMIZER_H_
 #define SHARDPS_SERVER_OPTIMIZER_H_
 
@@ -34,7 +45,14 @@ struct OptimizerOptions {
   double beta1 = 0.9;         // Adam, AdamW.
   double beta2 = 0.999;       // Adam, AdamW.
   double epsilon = 1e-8;      // Adam, AdamW, AdaGrad.
-  LrSchedule schedule;
+  LrSchedule schedule;        // in steps
+  int pushes_per_step = 1;    // updates that make one step (see the file comment).
+};
+
+// Where an update stands.
+struct UpdateStep {
+  int64_t version = 0;    // updates applied to the key before this one
+  double lr_scale = 1.0;  // a factor on the scheduled learning rate (a stale push's)
 };
 
 // INVALID_ARGUMENT naming the option when a value is out of range.
@@ -47,13 +65,18 @@ class Optimizer {
   // Number of float slots of the key's size this optimizer keeps per key.
   virtual int NumSlots() const = 0;
 
-  // One optimizer step on n values: the step that takes the key from version
-  // `step` to step + 1, reading the weights from `from` and writing them to
-  // `to`, which is either `from` itself (in place) or a disjoint array.
-  // `slots` has NumSlots() arrays of n floats, updated in place, zero at the
-  // key's first step. `grad` (at any alignment) is not modified.
-  virtual void Apply(int64_t step, int64_t n, const UnalignedFloat* grad, const float* from, float* to,
+  // One update of n values: the one that takes the key from version
+  // at.version to at.version + 1, reading the weights from `from` and
+  // writing them to `to`, which is either `from` itself (in place) or a
+  // disjoint array. `slots` has NumSlots() arrays of n floats, updated in
+  // place, zero at the key's first update. `grad` (at any alignment) is not
+  // modified.
+  virtual void Apply(const UpdateStep& at, int64_t n, const UnalignedFloat* grad, const float* from, float* to,
                      float* const* slots) const = 0;
+
+  // The learning rate of the update at `at`: the schedule's at step
+  // version / pushes_per_step, over pushes_per_step, times at.lr_scale.
+  static double UpdateLr(const OptimizerOptions& o, const UpdateStep& at);
 };
 
 // REQUIRES: ValidateOptimizerOptions(options).ok().

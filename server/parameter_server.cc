@@ -210,23 +210,35 @@ absl::StatusOr<wire::PushOutcome> ParameterServerImpl::PushAsync(KeyState& k, in
                                                       " for key ", KeyName(k.info.key)));
   }
   k.last_pushed_step[rank] = step;
-  Apply(k, grad);
+  Apply(k, grad, StalenessScale(k, rank));
   return wire::PUSH_APPLIED;
 }
 
-void ParameterServerImpl::Apply(KeyState& k, const float* grad) {
-  Apply(k, ChunkPayload{k.info.key, wire::DTYPE_FLOAT32,
-                        {absl::string_view(reinterpret_cast<const char*>(grad), k.info.length * 4)}});
+double ParameterServerImpl::StalenessScale(const KeyState& k, int rank) {
+  const int64_t pulled = k.last_pulled_version[rank];
+  const int64_t staleness = pulled < 0 ? 0 : std::max<int64_t>(0, k.version - pulled);
+  staleness_.Add(staleness);
+  if (options_.staleness_lr != StalenessLr::kInverse) return 1.0;
+  // lr / (1 + staleness) in place of lr / N: with N workers pushing in turn a
+  // push's staleness is about N - 1, so the two agree on average.
+  return static_cast<double>(PushesPerStep(options_)) / (1.0 + static_cast<double>(staleness));
 }
 
-void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad) {
+void ParameterServerImpl::Apply(KeyState& k, const float* grad) {
+  Apply(k,
+        ChunkPayload{k.info.key, wire::DTYPE_FLOAT32,
+                     {absl::string_view(reinterpret_cast<const char*>(grad), k.info.length * 4)}},
+        1.0);
+}
+
+void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad, double lr_scale) {
   const FlushDenormals flush;
   const absl::Time start = absl::Now();
   absl::InlinedVector<float*, 2> slots(k.slots.size());
   k.UpdateWeights([&](const float* from, float* to) {
     ForEachGradientBlock(grad.pieces, grad.dtype, [&](int64_t first, const UnalignedFloat* values, int64_t n) {
       for (size_t s = 0; s < slots.size(); ++s) slots[s] = k.slots[s].data() + first;
-      optimizer_->Apply(k.version, n, values, from + first, to + first, slots.data());
+      optimizer_->Apply(UpdateStep{k.version, lr_scale}, n, values, from + first, to + first, slots.data());
     });
   });
   k.version.fetch_add(1);
@@ -270,6 +282,7 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
       absl::MutexLock lock(&k.mu);
       chunk.version = k.version;
       chunk.weights = k.weights;
+      k.last_pulled_version[pull.rank] = chunk.version;
     }
     bytes_pulled_.fetch_add(static_cast<int64_t>(chunk.weights->size()) * pull.value_bytes);
     out.push_back(std::move(chunk));
@@ -333,6 +346,7 @@ ServerStats ParameterServerImpl::Stats() {
   s.steps_lost_total = steps_lost_total_;
   s.awaiting_rewind = awaiting_rewind_;
   s.checkpoint_steps = checkpointer_.Steps();
+  s.staleness = staleness_.Read();
   return s;
 }
 

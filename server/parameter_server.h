@@ -31,6 +31,7 @@
 #include "proto/shardps.pb.h"
 #include "server/payload_blocks.h"
 #include "server/server_options.h"
+#include "server/staleness_histogram.h"
 
 namespace shardps {
 
@@ -89,6 +90,7 @@ struct ServerStats {
   int64_t steps_lost_total = 0;     // steps those rewinds went back.
   bool awaiting_rewind = false;
   std::vector<int64_t> checkpoint_steps;
+  StalenessHistogram::Counts staleness;  // async and ssp pushes
 };
 
 class ParameterServer {

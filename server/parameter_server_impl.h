@@ -19,6 +19,7 @@
 #include "server/parameter_server.h"
 #include "server/pull_waiters.h"
 #include "server/shard_checkpointer.h"
+#include "server/staleness_histogram.h"
 #include "server/sync_aggregator.h"
 #include "server/worker_clocks.h"
 
@@ -62,8 +63,13 @@ class ParameterServerImpl final : public ParameterServer {
                             std::vector<KeyState*>& states);
 
   // Runs the optimizer over the key with `grad` and counts a version.
+  // Runs the optimizer over the key with `grad` (its learning rate times
+  // `lr_scale`) and counts a version.
   void Apply(KeyState& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
-  void Apply(KeyState& k, const ChunkPayload& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  void Apply(KeyState& k, const ChunkPayload& grad, double lr_scale) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // Async and ssp: the push's staleness, counted; its factor on the learning rate.
+  double StalenessScale(const KeyState& k, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  void LogStaleness();
   absl::StatusOr<wire::PushOutcome> PushAsync(KeyState& k, int rank, int64_t step, const ChunkPayload& grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   // Sync: completes the steps that no longer wait for anyone.
@@ -104,6 +110,10 @@ class ParameterServerImpl final : public ParameterServer {
   std::map<int, uint64_t> answered_restarts_ ABSL_GUARDED_BY(recovery_mu_);
 
   WorkerClocks clocks_;
+  StalenessHistogram staleness_;
+  // Tick's last staleness report: the counts then, and the step.
+  StalenessHistogram::Counts staleness_reported_;
+  int64_t staleness_reported_step_ = 0;
 
   std::atomic<bool> shut_down_{false};
   std::atomic<int64_t> pushes_{0}, pulls_{0}, heartbeats_{0}, refused_{0}, bytes_pushed_{0}, bytes_pulled_{0};

@@ -29,6 +29,13 @@ absl::Status ValidateOptions(const ServerOptions& o) {
   return ValidateOptimizerOptions(o.optimizer);
 }
 
+// The optimizer's options with the job's updates per step (server/optimizer.h).
+OptimizerOptions PerUpdate(const ServerOptions& o) {
+  OptimizerOptions opt = o.optimizer;
+  opt.pushes_per_step = PushesPerStep(o);
+  return opt;
+}
+
 uint64_t NewIncarnation() {
   absl::BitGen bitgen;
   uint64_t id = 0;
@@ -43,7 +50,7 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
     : options_(options),
       clock_(clock),
       incarnation_(NewIncarnation()),
-      optimizer_(MakeOptimizer(options.optimizer)),
+      optimizer_(MakeOptimizer(PerUpdate(options))),
       membership_(options.job.num_workers, options.worker_timeout, options.pause_threshold, clock),
       sync_(options.job.num_workers, &membership_, [this](KeyState& k, const float* mean) { Apply(k, mean); }),
       checkpointer_(options, std::move(store), &membership_, clock),
@@ -130,6 +137,23 @@ void ParameterServerImpl::Tick() {
                                                     " not ready by its deadline on server ", options_.server_id)));
   }
   if (!shut_down_ && !awaiting_rewind_) checkpointer_.Tick(timeline_);
+  LogStaleness();
+}
+
+void ParameterServerImpl::LogStaleness() {
+  const int64_t every = options_.staleness_log_every;
+  if (options_.job.mode == Mode::kSync || every <= 0 || !initialized_) return;
+  const int64_t step = table_->VersionRange().first / std::max(1, options_.job.num_workers);
+  if (step < staleness_reported_step_ + every) return;
+  const StalenessHistogram::Counts now = staleness_.Read();
+  const StalenessHistogram::Counts since = now.Minus(staleness_reported_);
+  if (since.count > 0) {
+    spdlog::info("staleness of {} pushes up to step {}: mean {:.2f}, median <= {}, 90% <= {}, 99% <= {}, largest so far {}",
+                 since.count, step, static_cast<double>(since.sum) / since.count, since.Quantile(0.5),
+                 since.Quantile(0.9), since.Quantile(0.99), since.max);
+  }
+  staleness_reported_ = now;
+  staleness_reported_step_ = step;
 }
 
 absl::StatusOr<std::string> ParameterServerImpl::CheckpointNow() {

@@ -23,6 +23,14 @@ ABSL_FLAG(std::string, mode, "sync", "Consistency: sync (BSP), async (ASP) or ss
 ABSL_FLAG(int, staleness, 0, "ssp: a pull at clock c waits until the slowest live worker is at c - staleness.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk (key) in bytes; a multiple of 4.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
+ABSL_FLAG(std::string, async_lr_scaling, "workers",
+          "async and ssp: workers (a push is 1/num_workers of a step: lr/N, the schedule once per N pushes, "
+          "optimizer state kept per step; the same flags then mean the same in every mode) or none (every push "
+          "is a whole step).");
+ABSL_FLAG(std::string, staleness_lr, "none",
+          "async and ssp: none, or inverse (a push's learning rate is lr / (1 + its staleness), the updates of "
+          "the key its worker had not pulled, in place of lr / num_workers).");
+ABSL_FLAG(int64_t, staleness_log_every, 1000, "async and ssp: steps between staleness log lines (0: none).");
 ABSL_FLAG(double, lr, 0.1, "Base learning rate.");
 ABSL_FLAG(double, momentum, 0.0, "SGD momentum in [0, 1).");
 ABSL_FLAG(bool, nesterov, false, "SGD: Nesterov momentum (needs --momentum > 0).");
@@ -66,6 +74,13 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   absl::StatusOr<OptimizerKind> kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
   if (!kind.ok()) return kind.status();
   o.optimizer.kind = *kind;
+  absl::StatusOr<AsyncLrScaling> scaling = ParseAsyncLrScaling(absl::GetFlag(FLAGS_async_lr_scaling));
+  if (!scaling.ok()) return scaling.status();
+  o.async_lr_scaling = *scaling;
+  absl::StatusOr<StalenessLr> staleness_lr = ParseStalenessLr(absl::GetFlag(FLAGS_staleness_lr));
+  if (!staleness_lr.ok()) return staleness_lr.status();
+  o.staleness_lr = *staleness_lr;
+  o.staleness_log_every = absl::GetFlag(FLAGS_staleness_log_every);
   o.optimizer.lr = absl::GetFlag(FLAGS_lr);
   o.optimizer.momentum = absl::GetFlag(FLAGS_momentum);
   o.optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);

@@ -4,6 +4,8 @@
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "common/malloc_tuning.h"
 
@@ -20,6 +22,25 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
     metric.gauge.value = value;
   }
   return prometheus::MetricFamily{name, help, type, {metric}};
+}
+
+// The staleness of async and ssp pushes as a Prometheus histogram.
+prometheus::MetricFamily StalenessFamily(const StalenessHistogram::Counts& c, const std::string& server) {
+  prometheus::ClientMetric metric;
+  metric.label.push_back({"server", server});
+  metric.histogram.sample_count = static_cast<uint64_t>(c.count);
+  metric.histogram.sample_sum = static_cast<double>(c.sum);
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < c.per_bucket.size(); ++b) {
+    cumulative += static_cast<uint64_t>(c.per_bucket[b]);
+    const double bound = b < StalenessHistogram::kBounds.size() ? static_cast<double>(StalenessHistogram::kBounds[b])
+                                                                 : std::numeric_limits<double>::infinity();
+    metric.histogram.bucket.push_back({cumulative, bound});
+  }
+  return prometheus::MetricFamily{"shardps_push_staleness",
+                                  "Async and ssp pushes by staleness: updates of the key its worker had not pulled.",
+                                  prometheus::MetricType::Histogram,
+                                  {metric}};
 }
 
 class StatsCollectable final : public prometheus::Collectable {
@@ -51,6 +72,7 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_heartbeats_total", "Heartbeats answered.", T::Counter, s.heartbeats, id),
         Family("shardps_heap_bytes", "Bytes malloc has handed out and not had back (memory in use).", T::Gauge,
                static_cast<double>(HeapBytesInUse()), id),
+        StalenessFamily(s.staleness, id),
     };
   }
 

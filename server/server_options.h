@@ -6,16 +6,37 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/job_view.h"
 #include "server/optimizer.h"
 
 namespace shardps {
 
+// async and ssp: how a push's learning rate relates to a step's.
+enum class AsyncLrScaling {
+  kWorkers,  // a push is 1/num_workers of a step (server/optimizer.h)
+  kNone,     // every push is a full step (before this option existed)
+};
+// async and ssp: a push's learning rate against its staleness.
+enum class StalenessLr {
+  kNone,
+  // lr / (1 + staleness), as in staleness-aware ASGD, in place of
+  // --async_lr_scaling's lr / N (the two agree when N workers push in turn).
+  kInverse,
+};
+
+absl::StatusOr<AsyncLrScaling> ParseAsyncLrScaling(const std::string& text);  // "workers", "none"
+absl::StatusOr<StalenessLr> ParseStalenessLr(const std::string& text);        // "none", "inverse"
+
 struct ServerOptions {
   int server_id = 0;
   JobView job;  // mode, staleness, counts, partition bytes; layout_hash unused.
   OptimizerOptions optimizer;
+
+  AsyncLrScaling async_lr_scaling = AsyncLrScaling::kWorkers;
+  StalenessLr staleness_lr = StalenessLr::kNone;
+  int64_t staleness_log_every = 1000;  // steps between staleness log lines (async, ssp); 0: none
 
   absl::Duration worker_timeout = absl::Seconds(30);
   absl::Duration heartbeat_interval = absl::Seconds(2);
@@ -29,6 +50,11 @@ struct ServerOptions {
   int checkpoints_to_keep = 2;         // the newest this many stay on disk.
   bool checkpoint_on_shutdown = true;  // with a checkpoint_dir.
 };
+
+// Updates that make one step of the learning-rate schedule
+// (server/optimizer.h): num_workers in async and ssp with
+// --async_lr_scaling=workers, else 1.
+int PushesPerStep(const ServerOptions& options);
 
 }  // namespace shardps
 

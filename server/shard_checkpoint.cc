@@ -103,6 +103,7 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& 
       {"layout_hash", absl::StrCat(LayoutHash(shard.layout))},
       {"partition_bytes", absl::StrCat(shard.partition_bytes)},
       {"optimizer", shard.optimizer},
+      {"pushes_per_step", absl::StrCat(shard.pushes_per_step)},
       {"step", absl::StrCat(shard.step)},
       {"timeline", absl::StrCat(shard.timeline)},
       {"clocks", absl::StrJoin(shard.clocks, ",")},
@@ -145,6 +146,11 @@ absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path) {
   if (!layout.ok()) return layout.status();
   shard.layout = *std::move(layout);
   shard.optimizer = meta.count("optimizer") ? meta.at("optimizer") : "";
+  if (meta.count("pushes_per_step")) {
+    absl::StatusOr<int64_t> per_step = MetaInt(meta, "pushes_per_step");
+    if (!per_step.ok()) return per_step.status();
+    shard.pushes_per_step = static_cast<int>(*per_step);
+  }
 
   const std::string versions = meta.count("versions") ? meta.at("versions") : "";
   for (absl::string_view entry : absl::StrSplit(versions, ';', absl::SkipEmpty())) {

@@ -30,6 +30,9 @@ struct ShardSnapshot {
   Layout layout;
   int64_t partition_bytes = 0;
   std::string optimizer;
+  // Optimizer updates per schedule step (server/optimizer.h): a restart
+  // resumes the same schedule only with the same value.
+  int pushes_per_step = 1;
   // The job step this checkpoint holds. sync: every key's version. async
   // and ssp (where versions count pushes): the slowest live worker's clock
   // when it was taken, rounded down to the checkpoint interval.

@@ -33,6 +33,7 @@ absl::StatusOr<std::string> ShardCheckpointer::Write(int64_t step, std::vector<K
   shard.layout = table.map().layout();
   shard.partition_bytes = options_.job.partition_bytes;
   shard.optimizer = OptimizerName(options_.optimizer.kind);
+  shard.pushes_per_step = PushesPerStep(options_);
   shard.step = step;
   shard.timeline = timeline;
   shard.clocks = membership_->Clocks();
@@ -123,6 +124,10 @@ absl::StatusOr<ShardSnapshot> ShardCheckpointer::Read(std::optional<int64_t> ste
   }
   if (shard->optimizer != OptimizerName(options_.optimizer.kind)) {
     return mismatch("optimizer", shard->optimizer, OptimizerName(options_.optimizer.kind));
+  }
+  if (shard->pushes_per_step != PushesPerStep(options_)) {
+    return mismatch("pushes per schedule step (workers, or --async_lr_scaling)", shard->pushes_per_step,
+                    PushesPerStep(options_));
   }
   return shard;
 }

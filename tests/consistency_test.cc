@@ -89,6 +89,7 @@ TEST_CASE("async: concurrent pushes are all applied; the version counts them", "
   constexpr int kWorkers = 8, kPushes = 40;
   ServerOptions o = SyncOptions(2, kWorkers);
   o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
   TestCluster cluster(o);
   std::vector<std::unique_ptr<PsClient>> workers;
   for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
@@ -116,6 +117,7 @@ TEST_CASE("async: concurrent pushes are all applied; the version counts them", "
 TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write)", "[async]") {
   ServerOptions o = SyncOptions(1, 2);
   o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
   TestCluster cluster(o);
   auto worker = cluster.Worker(0);
   REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
@@ -174,6 +176,7 @@ TEST_CASE("ssp: a pull waits for the slowest worker within the staleness bound",
     DYNAMIC_SECTION("staleness " << staleness) {
       ServerOptions o = SyncOptions(2, 2);
       o.job.mode = Mode::kSsp;
+      o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
       o.job.staleness = staleness;
       TestCluster cluster(o);
       auto fast = cluster.Worker(0);
@@ -198,6 +201,81 @@ TEST_CASE("ssp: a pull waits for the slowest worker within the staleness bound",
       REQUIRE(PullAll(*slow, 1, w).ok());
     }
   }
+}
+
+}  // namespace
+}  // namespace shardps::testing
+
+namespace shardps::testing {
+namespace {
+
+// An async job of one server and `workers` workers, lr 1, plain SGD.
+ServerOptions AsyncOptions(int workers) {
+  ServerOptions o = SyncOptions(1, workers);
+  o.job.mode = Mode::kAsync;
+  return o;
+}
+
+TEST_CASE("async: a push is 1/N of a step: with N = 4 it applies lr/4", "[async][lr]") {
+  TestCluster cluster(AsyncOptions(4));
+  auto w = cluster.Worker(0);
+  REQUIRE(w->Init(Zeros(SmallLayout())).ok());
+  REQUIRE(PushAll(*w, 0, Filled(4)).ok());
+  auto out = Zeros(SmallLayout());
+  REQUIRE(PullAll(*w, 1, out).ok());
+  REQUIRE(AllEqual(out, -1.0f));
+}
+
+TEST_CASE("async: --async_lr_scaling=none applies the whole lr to every push", "[async][lr]") {
+  ServerOptions o = AsyncOptions(4);
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  TestCluster cluster(o);
+  auto w = cluster.Worker(0);
+  REQUIRE(w->Init(Zeros(SmallLayout())).ok());
+  REQUIRE(PushAll(*w, 0, Filled(4)).ok());
+  auto out = Zeros(SmallLayout());
+  REQUIRE(PullAll(*w, 1, out).ok());
+  REQUIRE(AllEqual(out, -4.0f));
+}
+
+TEST_CASE("async: a push with staleness 3 under --staleness_lr=inverse applies lr/4", "[async][lr]") {
+  // lr / (1 + staleness) takes the place of lr / N: the same with 2 workers
+  // as with --async_lr_scaling=none.
+  ServerOptions o = AsyncOptions(2);
+  o.staleness_lr = StalenessLr::kInverse;
+  TestCluster cluster(o);
+  auto a = cluster.Worker(0);
+  auto b = cluster.Worker(1);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  auto out = Zeros(SmallLayout());
+  REQUIRE(PullAll(*a, 0, out).ok());  // a sees version 0
+  for (int step = 0; step < 3; ++step) REQUIRE(PushAll(*b, step, Filled(1)).ok());  // versions 1, 2, 3
+  REQUIRE(PushAll(*a, 0, Filled(4)).ok());  // 3 updates a did not see: lr / (1 + 3)
+  REQUIRE(PullAll(*a, 1, out).ok());
+  REQUIRE(AllEqual(out, -3.0f - 1.0f));
+  const StalenessHistogram::Counts s = cluster.core(0)->Stats().staleness;
+  const int64_t keys = cluster.core(0)->Stats().num_keys;
+  REQUIRE(s.count == 4 * keys);  // every key's four pushes
+  REQUIRE(s.sum == 3 * keys);
+  REQUIRE(s.max == 3);
+}
+
+TEST_CASE("async: the schedule advances once per N pushes", "[async][lr]") {
+  ServerOptions o = AsyncOptions(2);
+  o.optimizer.schedule.kind = LrScheduleKind::kStep;
+  o.optimizer.schedule.step_size = 1;
+  o.optimizer.schedule.gamma = 0.5;
+  TestCluster cluster(o);
+  auto a = cluster.Worker(0);
+  auto b = cluster.Worker(1);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  for (int step = 0; step < 2; ++step) {
+    REQUIRE(PushAll(*a, step, Filled(4)).ok());
+    REQUIRE(PushAll(*b, step, Filled(4)).ok());
+  }
+  auto out = Zeros(SmallLayout());
+  REQUIRE(PullAll(*a, 2, out).ok());
+  REQUIRE(AllEqual(out, -(2.0f + 2.0f + 1.0f + 1.0f)));  // lr 1/2 twice, then 1/4 twice (each / 2)
 }
 
 }  // namespace

@@ -89,14 +89,11 @@ TEST_CASE("2 servers and 2 workers train mlp on Fashion-MNIST in every mode", "[
   for (const char* mode : {"sync", "async", "ssp"}) {
     DYNAMIC_SECTION(mode) {
       const std::string dir = TempDir(absl::StrCat("e2e-", mode));
-      // sync applies one averaged step per round; async and ssp apply every
-      // worker's push as its own step, so they take lr / num_workers for the
-      // same step per sample. At 0.05 async landed anywhere in 0.75-0.81 from
-      // run to run (momentum 0.9 on twice the steps); at 0.025 in 0.80-0.83.
-      const std::string lr = std::string(mode) == "sync" ? "--lr=0.05" : "--lr=0.025";
+      // The same flags in every mode: async and ssp take each push as 1/N of
+      // a step (--async_lr_scaling=workers, the default).
       const std::vector<std::string> job = JobFile(dir, {
           "--num_servers=2", "--num_workers=2", absl::StrCat("--mode=", mode), "--staleness=2",
-          "--model=mlp", "--optimizer=sgd", lr, "--momentum=0.9", "--batch_size=64",
+          "--model=mlp", "--optimizer=sgd", "--lr=0.05", "--momentum=0.9", "--batch_size=64",
           "--epochs=2", "--max_steps_per_epoch=250", "--log_every=50", "--partition_bytes=262144"});
       const std::string summary = RunJob(dir, job);
       INFO(summary);
@@ -126,6 +123,47 @@ TEST_CASE("with --wire_dtype=bfloat16 the job trains as well and moves half the 
   REQUIRE(accuracy.size() == 1);
   WARN("sync, bfloat16 on the wire: test accuracy " << accuracy[0]);
   REQUIRE(accuracy[0] >= 0.75);  // as float32 (0.834 in the same run length)
+}
+
+// One server and one worker for `epochs` epochs of 100 steps with `flags`;
+// returns the worker's exit code, and its log and summary.
+int RunSmallJob(const std::string& dir, const std::vector<std::string>& flags, std::string* log, std::string* summary) {
+  std::vector<std::string> job = JobFile(dir, flags);
+  std::vector<std::string> server_args = job;
+  server_args.insert(server_args.end(), {"--port=0", "--log_level=warn"});
+  ServerProcess server(RunfilePath("server/ps_server"), server_args);
+  std::vector<std::string> worker_args = job;
+  worker_args.insert(worker_args.end(), {absl::StrCat("--servers=127.0.0.1:", server.port()), "--rank=0",
+                                         "--summary_json=" + dir + "/summary.json"});
+  ChildProcess worker(RunfilePath("worker/ps_worker"), worker_args, dir + "/worker.log");
+  const int code = worker.Wait();
+  *log = ReadFile(dir + "/worker.log");
+  *summary = ReadFile(dir + "/summary.json");
+  return code;
+}
+
+TEST_CASE("a diverging run is reported: a planted huge learning rate warns, the recipe does not", "[e2e][process]") {
+  const std::vector<std::string> common = {"--num_servers=1", "--num_workers=1", "--model=mlp", "--epochs=3",
+                                           "--max_steps_per_epoch=100", "--log_every=0", "--momentum=0.9"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), common.begin(), common.end());
+    return more;
+  };
+  std::string log, summary;
+  // lr 1 with momentum 0.9: the network collapses to chance (loss ln 10).
+  REQUIRE(RunSmallJob(TempDir("diverge"), with({"--lr=1"}), &log, &summary) == 0);
+  INFO(log);
+  REQUIRE_THAT(log, Catch::Contains("training diverges: epoch 1's mean loss") &&
+                        Catch::Contains("a learning rate too large for sync mode with 1 worker"));
+  REQUIRE_THAT(summary, Catch::Contains("\"divergence\": \"training diverges"));
+  // --stop_on_divergence: the worker exits non-zero at that epoch's end.
+  REQUIRE(RunSmallJob(TempDir("diverge-stop"), with({"--lr=1", "--stop_on_divergence"}), &log, &summary) != 0);
+  REQUIRE_THAT(log, Catch::Contains("(--stop_on_divergence)"));
+  // The recipe trains: no warning.
+  REQUIRE(RunSmallJob(TempDir("converge"), with({"--lr=0.04", "--lr_schedule=cosine", "--lr_total_steps=300"}),
+                      &log, &summary) == 0);
+  REQUIRE_THAT(log, !Catch::Contains("diverg"));
+  REQUIRE_THAT(summary, Catch::Contains("\"divergence\": null"));
 }
 
 TEST_CASE("a worker waits for a dead address up to --server_timeout, logging it, then fails naming it",

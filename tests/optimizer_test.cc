@@ -19,7 +19,7 @@ std::vector<double> Run(const OptimizerOptions& o, double w0, const std::vector<
   for (auto& s : slots) slot_ptrs.push_back(s.data());
   std::vector<double> out;
   for (size_t t = 0; t < grads.size(); ++t) {
-    opt->Apply(static_cast<int64_t>(t), 1, &grads[t], &w, &w, slot_ptrs.data());
+    opt->Apply(UpdateStep{static_cast<int64_t>(t)}, 1, &grads[t], &w, &w, slot_ptrs.data());
     out.push_back(w);
   }
   return out;
@@ -137,8 +137,8 @@ TEST_CASE("every optimizer gives the same weights in place and into another arra
     for (auto& v : slots_a) a.push_back(v.data());
     for (auto& v : slots_b) b.push_back(v.data());
     for (int64_t step = 0; step < 3; ++step) {
-      opt->Apply(step, n, grad.data(), in_place.data(), in_place.data(), a.data());
-      opt->Apply(step, n, grad.data(), from.data(), to.data(), b.data());
+      opt->Apply(UpdateStep{step}, n, grad.data(), in_place.data(), in_place.data(), a.data());
+      opt->Apply(UpdateStep{step}, n, grad.data(), from.data(), to.data(), b.data());
       from.swap(to);
     }
     INFO(OptimizerName(kind));
@@ -146,6 +146,51 @@ TEST_CASE("every optimizer gives the same weights in place and into another arra
     CHECK(slots_a == slots_b);
     CHECK(from[0] != std::cos(0.0f));  // the steps moved the weights
   }
+}
+
+TEST_CASE("a step of N updates: lr / N each, the schedule once per N updates", "[optimizer]") {
+  OptimizerOptions o;
+  o.lr = 1.0;
+  o.pushes_per_step = 4;
+  REQUIRE(Run(o, 0.0, {4})[0] == -1.0f);  // lr / 4 on a gradient of 4
+  // Step schedule halving every step, 2 updates a step: 1/2, 1/2, 1/4, 1/4 of the gradient.
+  o.pushes_per_step = 2;
+  o.schedule.kind = LrScheduleKind::kStep;
+  o.schedule.step_size = 1;
+  o.schedule.gamma = 0.5;
+  REQUIRE(Run(o, 0.0, {4, 4, 4, 4}) == std::vector<double>{-2, -4, -5, -6});
+  // A stale update's factor multiplies its learning rate.
+  auto opt = MakeOptimizer(o);
+  float w = 0;
+  const float g = 8;
+  opt->Apply(UpdateStep{0, 0.25}, 1, &g, &w, &w, nullptr);
+  REQUIRE(w == -1.0f);  // 8 * (1 / 2) * 0.25
+}
+
+// Weights after `updates` updates of one value, all with gradient g.
+double Constant(OptimizerOptions o, int updates, float g) {
+  return Run(o, 0.0, std::vector<float>(updates, g)).back();
+}
+
+TEST_CASE("N updates of a gradient move the weights as one step of it does, for every optimizer", "[optimizer]") {
+  // Over many steps, the momentum, Adam's moments and AdaGrad's sums reach
+  // the same state whether a step is one update or four.
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdaGrad}) {
+    OptimizerOptions o;
+    o.kind = kind;
+    o.lr = 0.01;
+    o.momentum = kind == OptimizerKind::kSgd ? 0.9 : 0.0;
+    const double one = Constant(o, 400, 0.5f);
+    o.pushes_per_step = 4;
+    const double four = Constant(o, 1600, 0.5f);
+    INFO(OptimizerName(kind) << ": " << one << " after 400 steps, " << four << " after 400 steps of 4 updates");
+    REQUIRE_THAT(four, WithinAbs(one, 0.02 * std::abs(one)));
+  }
+  // Without the scaling, four updates a step would move four times as far.
+  OptimizerOptions o;
+  o.lr = 0.01;
+  o.momentum = 0.9;
+  REQUIRE(std::abs(Constant(o, 1600, 0.5f)) > 3.5 * std::abs(Constant(o, 400, 0.5f)));
 }
 
 TEST_CASE("optimizer options out of range are refused", "[optimizer]") {

@@ -94,6 +94,7 @@ TEST_CASE("the frame reader widens bfloat16 payloads split anywhere between slic
 TEST_CASE("a server applies bfloat16 pushes as their float32 values and answers bfloat16 pulls", "[wire_dtype][async]") {
   ServerOptions o = SyncOptions(1, 2);
   o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step
   TestCluster cluster(o);
   ClientOptions narrow_options = cluster.ClientFor(0);
   narrow_options.wire_dtype = wire::DTYPE_BFLOAT16;

@@ -52,6 +52,10 @@ ABSL_FLAG(std::string, wire_dtype, "float32",
 ABSL_FLAG(absl::Duration, server_timeout, absl::Minutes(5),
           "How long to wait for a server that does not answer (down, restarting, paused, cut off) before "
           "exiting with an error naming it; the wait is logged every 10 s.");
+ABSL_FLAG(bool, stop_on_divergence, false,
+          "Exit with an error when training diverges (an epoch's mean loss no lower than the first steps' "
+          "after 2 epochs); without it a warning is logged and recorded in the summary. A loss that is not "
+          "finite always stops the worker.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 
 namespace shardps {
@@ -117,6 +121,9 @@ TrainerOptions TrainerOptionsFromFlags(const ClientOptions& client) {
   t.eval_rank = absl::GetFlag(FLAGS_eval_rank);
   t.max_steps_per_epoch = absl::GetFlag(FLAGS_max_steps_per_epoch);
   t.wire_value_bytes = ValueBytes(client.wire_dtype);
+  t.job = absl::StrCat(ModeName(client.job.mode), " mode with ", client.job.num_workers,
+                       client.job.num_workers == 1 ? " worker" : " workers");
+  t.stop_on_divergence = absl::GetFlag(FLAGS_stop_on_divergence);
   return t;
 }
 

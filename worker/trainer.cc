@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,7 +26,12 @@ constexpr int kMaxRejoinsInARow = 10;
 
 Trainer::Trainer(const TrainerOptions& options, Model* model, PsClient* client, const Dataset* train,
                  const Dataset* test)
-    : options_(options), model_(model), client_(client), train_(train), test_(test) {
+    : options_(options),
+      model_(model),
+      client_(client),
+      train_(train),
+      test_(test),
+      divergence_(options.job) {
   for (const TensorSpec& t : model_->layout().tensors) {
     host_weights_.emplace_back(model_->backend(), t.NumElements());
     host_grads_.emplace_back(model_->backend(), t.NumElements());
@@ -101,6 +107,11 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
 
   absl::Time start = absl::Now();
   model_->ComputeLoss(loss, correct);
+  // A loss that is not finite makes gradients the servers refuse: stop here.
+  if (std::optional<std::string> diverged = divergence_.CheckStep(step, *loss)) {
+    spdlog::error("{}", *diverged);
+    return absl::FailedPreconditionError(*diverged);
+  }
   std::vector<std::shared_ptr<PendingCall>> pushes;
   for (int l = layers - 1; l >= 0; --l) {
     model_->BackwardLayer(l);
@@ -218,6 +229,11 @@ absl::Status Trainer::EndEpoch(int64_t step, EpochProgress& p, TrainSummary& sum
   spdlog::info("epoch {} done in {:.1f} s: mean loss {:.4f}, train accuracy {:.4f}{}", p.epoch, result.seconds,
                result.mean_loss, result.train_accuracy,
                evaluates ? absl::StrCat(", test accuracy ", result.test_accuracy) : "");
+  if (std::optional<std::string> diverging = divergence_.CheckEpoch(p.epoch, result.mean_loss)) {
+    spdlog::warn("{}", *diverging);
+    if (summary.divergence.empty()) summary.divergence = *diverging;
+    if (options_.stop_on_divergence) return absl::FailedPreconditionError(absl::StrCat(*diverging, " (--stop_on_divergence)"));
+  }
   // An epoch run again after a rewind replaces its first result.
   auto same = std::find_if(summary.epochs.begin(), summary.epochs.end(),
                            [&](const EpochResult& e) { return e.epoch == p.epoch; });
@@ -325,6 +341,7 @@ std::string SummaryJson(const TrainSummary& s, const std::string& config_json) {
                       ",\n  \"steps\": ", s.steps,
                       ",\n  \"samples\": ", s.samples, ",\n  \"samples_per_second\": ", s.samples_per_second,
                       ",\n  \"cpu_seconds\": ", s.cpu_seconds, ",\n  \"bytes_per_step\": ", s.bytes_per_step,
+                      ",\n  \"divergence\": ", s.divergence.empty() ? "null" : absl::StrCat("\"", s.divergence, "\""),
                       ",\n  \"time_split_seconds\": {\"pull_wait\": ", s.split.pull_wait, ", \"compute\": ",
                       s.split.compute, ", \"push_wait\": ", s.split.push_wait, "},\n  \"epochs\": [\n    ",
                       absl::StrJoin(epochs, ",\n    "), "\n  ]\n}\n");

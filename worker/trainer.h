@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/dataset.h"
+#include "worker/divergence_watch.h"
 #include "worker/model.h"
 #include "worker/pending_call.h"
 #include "worker/ps_client.h"
@@ -33,6 +34,8 @@ struct TrainerOptions {
   int eval_rank = 0;              // -1: nobody evaluates.
   int64_t max_steps_per_epoch = 0;  // 0: the whole share.
   int wire_value_bytes = 4;       // bytes a value takes on the wire (2 with bfloat16), for the summary.
+  std::string job = "this job";   // names the mode and workers in divergence warnings
+  bool stop_on_divergence = false;  // a diverging run ends with an error (a non-finite loss always does)
 };
 
 struct TimeSplit {
@@ -59,6 +62,7 @@ struct TrainSummary {
   double cpu_seconds = 0;       // this process, user + system, over the run
   int64_t bytes_per_step = 0;   // pushed plus pulled payload bytes per step
   TimeSplit split;
+  std::string divergence;  // the divergence warning, if one was given
   double final_test_accuracy = -1;
   std::vector<float> losses;  // every step's loss, in order.
 };
@@ -113,6 +117,7 @@ class Trainer {
   std::vector<int32_t> batch_labels_;
   TimeSplit split_;
   std::vector<std::shared_ptr<PendingCall>> pulls_ahead_;  // per layer: in flight for the coming step
+  DivergenceWatch divergence_;
 };
 
 // The summary as JSON, with `config` (already JSON) embedded.
