@@ -170,10 +170,7 @@ class PullReactor final : public ProtoReactor<wire::PullRequest> {
   void Serve(const wire::PullRequest& req) override {
     const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req.dtype());
     if (!dtype.ok()) return Refuse(dtype.status());
-    std::vector<ChunkKey> keys;
-    keys.reserve(req.keys_size());
-    for (const wire::Key& k : req.keys()) keys.push_back({k.tensor(), k.chunk()});
-    core_->Pull(req.session_id(), req.step(), std::move(keys), *dtype, Deadline(),
+    core_->Pull(req.session_id(), req.step(), PullKeys(req), *dtype, Deadline(),
                 [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (!chunks.ok()) return Reply(chunks.status());
                   wire::PullResponse resp;

@@ -13,12 +13,14 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <chrono>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
+#include "proto/shardps.pb.h"
 #include "server/parameter_server.h"
 
 namespace shardps {
@@ -58,6 +60,14 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   void OnDone() override { delete this; }
   grpc::ByteBuffer response_;
 };
+
+// The keys a pull names, in its order.
+inline std::vector<ChunkKey> PullKeys(const wire::PullRequest& req) {
+  std::vector<ChunkKey> keys;
+  keys.reserve(req.keys_size());
+  for (const wire::Key& k : req.keys()) keys.push_back({k.tensor(), k.chunk()});
+  return keys;
+}
 
 }  // namespace shardps
 

@@ -16,13 +16,6 @@
 namespace shardps::testing {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Every number that follows `"key": ` in `json`, in order.
 std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
   std::vector<double> out;

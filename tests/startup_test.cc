@@ -17,13 +17,6 @@
 namespace shardps::testing {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs ps_server with `flags` to its end; returns its exit code, and its log in *log.
 int RunServer(const std::vector<std::string>& flags, const std::string& log_path, std::string* log) {
   ChildProcess server(RunfilePath("server/ps_server"), flags, log_path);

@@ -1,9 +1,11 @@
-// Scratch directories for tests, under Bazel's TEST_TMPDIR.
+// Scratch directories and files for tests, under Bazel's TEST_TMPDIR.
 #ifndef SHARDPS_TESTS_TEMP_DIR_H_
 #define SHARDPS_TESTS_TEMP_DIR_H_
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace shardps::testing {
@@ -15,6 +17,14 @@ inline std::string TempDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The whole file (a process's log, a summary); empty when it cannot be read.
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace shardps::testing

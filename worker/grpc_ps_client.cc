@@ -34,26 +34,28 @@ absl::Status RejoinError(absl::string_view why) {
 
 bool IsRejoin(const absl::Status& status) { return status.GetPayload(kRejoinPayload).has_value(); }
 
-absl::Status PsClient::Push(int64_t step, std::vector<TensorIn> tensors) {
-  absl::Notification done;
+namespace {
+
+// Runs fn(done) and waits for done to be called; returns its status.
+absl::Status Blocking(const std::function<void(PsClient::Done)>& fn) {
+  absl::Notification finished;
   absl::Status result;
-  PushAsync(step, std::move(tensors), [&](absl::Status s) {
+  fn([&](absl::Status s) {
     result = std::move(s);
-    done.Notify();
+    finished.Notify();
   });
-  done.WaitForNotification();
+  finished.WaitForNotification();
   return result;
 }
 
+}  // namespace
+
+absl::Status PsClient::Push(int64_t step, std::vector<TensorIn> tensors) {
+  return Blocking([&](Done done) { PushAsync(step, std::move(tensors), std::move(done)); });
+}
+
 absl::Status PsClient::Pull(int64_t step, std::vector<TensorOut> tensors) {
-  absl::Notification done;
-  absl::Status result;
-  PullAsync(step, std::move(tensors), [&](absl::Status s) {
-    result = std::move(s);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
+  return Blocking([&](Done done) { PullAsync(step, std::move(tensors), std::move(done)); });
 }
 
 namespace {
@@ -79,18 +81,6 @@ class Fanout {
   absl::Status error_;  // written under mu_, read after the last Finish
   const PsClient::Done done_;
 };
-
-// Runs fn(done) and waits for done to be called; returns its status.
-absl::Status Blocking(const std::function<void(PsClient::Done)>& fn) {
-  absl::Notification finished;
-  absl::Status result;
-  fn([&](absl::Status s) {
-    result = std::move(s);
-    finished.Notify();
-  });
-  finished.WaitForNotification();
-  return result;
-}
 
 class GrpcPsClient final : public PsClient {
  public:

@@ -23,15 +23,9 @@
 #include "absl/time/clock.h"
 #include "proto/shardps.grpc.pb.h"
 #include "tests/server_process.h"
+#include "tests/temp_dir.h"
 
 namespace shardps::testing {
-
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class ChaosJob {
  public:
