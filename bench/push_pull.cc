@@ -41,6 +41,8 @@ ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
 ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
 ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip it and the memcpy one).");
+ABSL_FLAG(std::string, tls_ca, "", "TLS: the CA of the servers' certificates (as ps_worker's --tls_ca).");
+ABSL_FLAG(std::string, auth_token_file, "", "The job token file (as ps_worker's --auth_token_file).");
 ABSL_FLAG(bool, socket_baseline, true,
           "Per size, also time a bare-socket push+pull of the same bytes over the same number of connections "
           "(clients x servers x channels_per_server): the kernel's copies alone, no gRPC, apply or copy-out.");
@@ -116,6 +118,13 @@ int Run() {
     return 2;
   }
   base.wire_dtype = *wire_dtype;
+  base.tls.ca = absl::GetFlag(FLAGS_tls_ca);
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) {
+    fprintf(stderr, "push_pull: %s\n", std::string(token.status().message()).c_str());
+    return 2;
+  }
+  base.auth_token = *token;
   const int tensors = absl::GetFlag(FLAGS_tensors);
   if (tensors < 1) {
     fprintf(stderr, "push_pull: --tensors must be >= 1\n");

@@ -17,6 +17,7 @@ namespace shardps {
 
 absl::Status ParameterServerImpl::Refuse(absl::Status status) {
   refused_.fetch_add(1);
+  if (absl::IsUnauthenticated(status)) unauthenticated_.fetch_add(1);
   spdlog::warn("refused: {}: {}", absl::StatusCodeToString(status.code()), std::string(status.message()));
   return status;
 }
@@ -335,6 +336,7 @@ ServerStats ParameterServerImpl::Stats() {
   s.pulls = pulls_;
   s.heartbeats = heartbeats_;
   s.refused = refused_;
+  s.unauthenticated = unauthenticated_;
   s.bytes_pushed = bytes_pushed_;
   s.bytes_pulled = bytes_pulled_;
   s.steps_completed_short = sync_.steps_completed_short();

@@ -79,6 +79,7 @@ struct ServerStats {
   int64_t pulls = 0;
   int64_t heartbeats = 0;
   int64_t refused = 0;
+  int64_t unauthenticated = 0;  // of them, calls without the job token
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
   int64_t steps_completed_short = 0;  // sync steps completed without a dead worker.

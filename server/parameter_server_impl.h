@@ -116,7 +116,7 @@ class ParameterServerImpl final : public ParameterServer {
   int64_t staleness_reported_step_ = 0;
 
   std::atomic<bool> shut_down_{false};
-  std::atomic<int64_t> pushes_{0}, pulls_{0}, heartbeats_{0}, refused_{0}, bytes_pushed_{0}, bytes_pulled_{0};
+  std::atomic<int64_t> pushes_{0}, pulls_{0}, heartbeats_{0}, refused_{0}, unauthenticated_{0}, bytes_pushed_{0}, bytes_pulled_{0};
   std::atomic<int64_t> apply_nanos_{0}, rewinds_{0}, steps_lost_total_{0};
 };
 

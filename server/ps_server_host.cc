@@ -41,14 +41,16 @@ std::string BindFailure(const std::string& address, int port) {
 absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOptions& options,
                                                                   std::unique_ptr<ParameterServer> core,
                                                                   Clock* clock) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<PsServerHost> host(new PsServerHost());
   host->core_ = std::move(core);
   host->clock_ = clock;
-  host->dispatcher_ = std::make_unique<ServiceDispatcher>(host->core_.get());
+  host->dispatcher_ = std::make_unique<ServiceDispatcher>(host->core_.get(), options.auth_token);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.address, ":", options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &host->port_);
+  builder.AddListeningPort(address, *credentials, &host->port_);
   builder.RegisterCallbackGenericService(host->dispatcher_.get());
   for (const auto& [name, value] : BulkChannelArgs()) builder.AddChannelArgument(name, value);
   // Two servers on one port would split the workers' connections between
@@ -69,9 +71,11 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
     host->metrics_ = *std::move(metrics);
   }
   host->housekeeper_ = std::thread([h = host.get(), interval = options.tick_interval] { h->Housekeep(interval); });
-  spdlog::info("server {} serving {} mode on port {} (metrics port {}), incarnation {:016x}",
+  spdlog::info("server {} serving {} mode on port {} (metrics port {}), incarnation {:016x}; {}{}",
                host->core_->server_id(), ModeName(host->core_->mode()), host->port_, host->metrics_port(),
-               host->core_->incarnation());
+               host->core_->incarnation(),
+               options.tls.cert.empty() ? "plaintext" : (options.tls.mutual ? "mutual TLS" : "TLS"),
+               options.auth_token.empty() ? ", no job token" : ", job token required");
   return host;
 }
 

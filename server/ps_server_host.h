@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/security.h"
 #include "server/parameter_server.h"
 #include "server/server_metrics.h"
 #include "server/service_dispatcher.h"
@@ -28,13 +29,16 @@ struct HostOptions {
   int metrics_port = -1;              // -1: no metrics endpoint; 0 picks one.
   int64_t max_message_bytes = 256 << 20;  // both directions.
   absl::Duration tick_interval = absl::Milliseconds(20);  // on the host's clock
+  TlsFiles tls;            // no cert and key: plaintext
+  std::string auth_token;  // empty: calls need no token
 };
 
 class PsServerHost {
  public:
   // Takes ownership of `core`; `clock` (the core's) must outlive the host.
   // UNAVAILABLE naming the address, the port and the reason when the port
-  // cannot be bound (in use, not permitted, no such address).
+  // cannot be bound (in use, not permitted, no such address);
+  // FAILED_PRECONDITION or INVALID_ARGUMENT for unusable TLS files.
   static absl::StatusOr<std::unique_ptr<PsServerHost>> Start(const HostOptions& options,
                                                              std::unique_ptr<ParameterServer> core, Clock* clock);
   ~PsServerHost();

@@ -56,6 +56,12 @@ ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat interval told to workers.");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; -1: off, 0: pick one (logged).");
 ABSL_FLAG(int64_t, max_message_bytes, 256 << 20, "Largest gRPC message accepted or sent.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (chain) of this server; with --tls_key, TLS on every channel.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the job's certificates (verifies clients with --tls_mutual).");
+ABSL_FLAG(bool, tls_mutual, false, "Require clients to present a certificate signed by --tls_ca.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "A file holding the job token; every call must carry it (UNAUTHENTICATED otherwise). Empty: none.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 
 namespace shardps {
@@ -137,6 +143,14 @@ int Run(ShutdownSignal& signal) {
   host_options.port = absl::GetFlag(FLAGS_port);
   host_options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   host_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  host_options.tls = TlsFiles{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca),
+                              absl::GetFlag(FLAGS_tls_mutual)};
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) {
+    spdlog::critical("cannot start: {}", std::string(token.status().message()));
+    return 1;
+  }
+  host_options.auth_token = *token;
   absl::StatusOr<std::unique_ptr<PsServerHost>> host = PsServerHost::Start(host_options, *std::move(core), &clock);
   if (!host.ok()) {
     spdlog::critical("cannot start: {}", std::string(host.status().message()));

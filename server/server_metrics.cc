@@ -57,6 +57,8 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_pushed_bytes_total", "Gradient bytes accepted.", T::Counter, s.bytes_pushed, id),
         Family("shardps_pulled_bytes_total", "Weight bytes sent.", T::Counter, s.bytes_pulled, id),
         Family("shardps_refused_total", "Requests answered with an error.", T::Counter, s.refused, id),
+        Family("shardps_unauthenticated_total", "Calls refused for lack of the job token.", T::Counter,
+               s.unauthenticated, id),
         Family("shardps_apply_seconds_total", "Time spent applying the optimizer.", T::Counter, s.apply_seconds, id),
         Family("shardps_step", "Smallest key version (sync: the step reached).", T::Gauge, s.min_version, id),
         Family("shardps_live_workers", "Workers counted as live.", T::Gauge, s.live_workers, id),

@@ -1,11 +1,15 @@
 // Every ShardPS method a server answers, served through one generic
 // callback service: ParameterService (server/ps_service.h) and the raw
 // framing of Push and Pull (server/raw_tensor_service.h). Any other method
-// is UNIMPLEMENTED, naming it. Thread-safe; holds only the core pointer.
+// is UNIMPLEMENTED, naming it. With a job token, a call that does not carry
+// it (common/security.h) is UNAUTHENTICATED, counted and logged, whatever
+// its method. Thread-safe; holds only constants.
 #ifndef SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 #define SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 
 #include <grpcpp/generic/async_generic_service.h>
+
+#include <string>
 
 #include "server/parameter_server.h"
 
@@ -13,12 +17,15 @@ namespace shardps {
 
 class ServiceDispatcher final : public grpc::CallbackGenericService {
  public:
-  // `core` must outlive the service.
-  explicit ServiceDispatcher(ParameterServer* core) : core_(core) {}
+  // `core` must outlive the service. An empty `auth_token` admits every call.
+  ServiceDispatcher(ParameterServer* core, std::string auth_token) : core_(core), auth_token_(std::move(auth_token)) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
+  bool Admitted(grpc::GenericCallbackServerContext* ctx) const;
+
   ParameterServer* const core_;
+  const std::string auth_token_;
 };
 
 }  // namespace shardps

@@ -84,7 +84,7 @@ class Fanout {
 
 class GrpcPsClient final : public PsClient {
  public:
-  GrpcPsClient(const ClientOptions& options, KeyMap map)
+  GrpcPsClient(const ClientOptions& options, KeyMap map, std::shared_ptr<grpc::ChannelCredentials> credentials)
       : options_(options),
         clock_(options.clock != nullptr ? options.clock : &real_clock_),
         key_map_(std::move(map)),
@@ -93,7 +93,8 @@ class GrpcPsClient final : public PsClient {
         push_queue_(options.in_flight_bytes),
         pull_queue_(options.in_flight_bytes) {
     for (size_t s = 0; s < options_.servers.size(); ++s) {
-      connections_.push_back(std::make_unique<ServerConnection>(static_cast<int>(s), options_, clock_, &executor_));
+      connections_.push_back(
+          std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));
     }
     heartbeats_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -330,9 +331,11 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions&
   if (options.server_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("server_timeout must be positive");
   absl::StatusOr<KeyMap> map = KeyMap::Build(options.layout, options.job.num_servers, options.job.partition_bytes);
   if (!map.ok()) return map.status();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   ClientOptions o = options;
   o.job.layout_hash = LayoutHash(options.layout);
-  return std::unique_ptr<PsClient>(new GrpcPsClient(o, *std::move(map)));
+  return std::unique_ptr<PsClient>(new GrpcPsClient(o, *std::move(map), *std::move(credentials)));
 }
 
 }  // namespace shardps

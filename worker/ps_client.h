@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/security.h"
 #include "common/job_view.h"
 #include "common/layout.h"
 #include "proto/shardps.pb.h"
@@ -54,6 +55,8 @@ struct ClientOptions {
   // Time for backoff, heartbeats and timeouts; null: the real clock. Must
   // outlive the client.
   Clock* clock = nullptr;
+  TlsFiles tls;            // no ca: plaintext (common/security.h)
+  std::string auth_token;  // sent on every call when not empty
 };
 
 // A tensor's values to push (borrowed until the call completes).
@@ -82,7 +85,8 @@ class PsClient {
  public:
   using Done = std::function<void(absl::Status)>;
 
-  // Connects lazily; fails only on bad options (INVALID_ARGUMENT).
+  // Connects lazily; fails only on bad options (INVALID_ARGUMENT) or TLS
+  // files that cannot be read (FAILED_PRECONDITION, naming them).
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(const ClientOptions& options);
   // Shuts down (see Shutdown()).
   virtual ~PsClient() = default;

@@ -56,6 +56,11 @@ ABSL_FLAG(bool, stop_on_divergence, false,
           "Exit with an error when training diverges (an epoch's mean loss no lower than the first steps' "
           "after 2 epochs); without it a warning is logged and recorded in the summary. A loss that is not "
           "finite always stops the worker.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
+ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
+ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");
+ABSL_FLAG(bool, tls_mutual, false, "Present --tls_cert to servers that require client certificates.");
+ABSL_FLAG(std::string, auth_token_file, "", "A file holding the job token, sent on every call. Empty: none.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
 
 namespace shardps {
@@ -107,6 +112,11 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return wire_dtype.status();
   o.wire_dtype = *wire_dtype;
+  o.tls = TlsFiles{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca),
+                   absl::GetFlag(FLAGS_tls_mutual)};
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) return token.status();
+  o.auth_token = *token;
   return o;
 }
 

@@ -26,7 +26,8 @@ constexpr int kMaxReregistrations = 8;
 constexpr absl::Duration kMaxBackoff = absl::Milliseconds(250);
 }  // namespace
 
-ServerConnection::ServerConnection(int server_id, const ClientOptions& options, Clock* clock,
+ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
+                                   std::shared_ptr<grpc::ChannelCredentials> credentials, Clock* clock,
                                    DelayedExecutor* executor)
     : server_id_(server_id), options_(options), clock_(clock), executor_(executor) {
   const std::string& address = options_.servers[server_id];
@@ -42,7 +43,7 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options, 
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(address, credentials, args);
     auto stub = std::make_unique<Stub>();
     stub->proto = wire::ParameterService::NewStub(channel);
     stub->raw = std::make_unique<grpc::GenericStub>(channel);
@@ -77,6 +78,7 @@ std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration
   if (stopped_) return nullptr;
   auto ctx = std::make_shared<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));  // gRPC's deadlines are real time
+  if (!options_.auth_token.empty()) ctx->AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
   contexts_.insert(ctx.get());
   last_call_ = clock_->Now();
   return ctx;

@@ -72,8 +72,10 @@ class ServerConnection {
                                      std::function<void(grpc::Status)> done)>;
   using RegisterDone = std::function<void(absl::StatusOr<wire::RegisterResponse>)>;
 
-  // `clock` and `executor` must outlive the connection.
-  ServerConnection(int server_id, const ClientOptions& options, Clock* clock, DelayedExecutor* executor);
+  // `clock` and `executor` must outlive the connection; `credentials`
+  // secure (or not) its channels.
+  ServerConnection(int server_id, const ClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> credentials,
+                   Clock* clock, DelayedExecutor* executor);
   ServerConnection(const ServerConnection&) = delete;
   ServerConnection& operator=(const ServerConnection&) = delete;
 
