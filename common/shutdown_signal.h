@@ -27,21 +27,29 @@ class ShutdownSignal {
       int number = 0;
       sigwait(&signals, &number);
       signal_ = number;
-      received_.Notify();
+      Notify();
     }).detach();  // lives until the process ends, blocked in sigwait when no signal comes
   }
   ShutdownSignal(const ShutdownSignal&) = delete;
   ShutdownSignal& operator=(const ShutdownSignal&) = delete;
 
   bool received() const { return received_.HasBeenNotified(); }
-  // Blocks until a signal comes; returns its number.
+  // Asks for the same stop as a signal (an admin's stop); Wait() returns 0.
+  void Request() { Notify(); }
+  // Blocks until a signal or a Request() comes; returns the signal's number
+  // (0 for a Request()).
   int Wait() {
     received_.WaitForNotification();
     return signal_;
   }
 
  private:
+  void Notify() {
+    if (!notified_.exchange(true)) received_.Notify();  // the first of a signal and a Request()
+  }
+
   absl::Notification received_;
+  std::atomic<bool> notified_{false};
   std::atomic<int> signal_{0};
 };
 

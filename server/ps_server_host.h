@@ -9,6 +9,7 @@
 
 #include <grpcpp/server.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,6 +32,7 @@ struct HostOptions {
   absl::Duration tick_interval = absl::Milliseconds(20);  // on the host's clock
   TlsFiles tls;            // no cert and key: plaintext
   std::string auth_token;  // empty: calls need no token
+  std::function<void()> on_admin_stop;  // ADMIN_STOP asks for this (empty: refused)
 };
 
 class PsServerHost {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
@@ -151,6 +152,7 @@ int Run(ShutdownSignal& signal) {
     return 1;
   }
   host_options.auth_token = *token;
+  host_options.on_admin_stop = [&signal] { signal.Request(); };
   absl::StatusOr<std::unique_ptr<PsServerHost>> host = PsServerHost::Start(host_options, *std::move(core), &clock);
   if (!host.ok()) {
     spdlog::critical("cannot start: {}", std::string(host.status().message()));
@@ -159,7 +161,8 @@ int Run(ShutdownSignal& signal) {
   // Launchers read this line to learn the port.
   printf("LISTENING port=%d metrics_port=%d\n", (*host)->port(), (*host)->metrics_port());
   fflush(stdout);
-  spdlog::info("signal {} received: shutting down", signal.Wait());
+  const int received = signal.Wait();
+  spdlog::info("{}: shutting down", received != 0 ? absl::StrCat("signal ", received, " received") : "stop requested");
   (*host)->Shutdown();
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "common/wire_dtype.h"
 #include "proto/shardps.pb.h"
 #include "server/unary_reactor.h"
+#include "spdlog/spdlog.h"
 
 namespace shardps {
 namespace {
@@ -148,18 +149,37 @@ void FillStatus(ParameterServer* core, wire::ServerStatus* st) {
   for (int64_t step : s.checkpoint_steps) st->add_checkpoint_steps(step);
 }
 
-absl::StatusOr<wire::AdminResponse> Admin(ParameterServer* core, const wire::AdminRequest& req) {
-  wire::AdminResponse resp;
-  if (req.action() == wire::ADMIN_CHECKPOINT_NOW) {
-    absl::StatusOr<std::string> path = core->CheckpointNow();
-    if (!path.ok()) return path.status();
-    resp.set_checkpoint_path(*path);
-  } else if (req.action() != wire::ADMIN_STATUS) {
-    return core->RecordRefused(absl::InvalidArgumentError(absl::StrCat("unknown admin action ", req.action())));
+// Admin: status, a checkpoint now, or a stop (answered before it happens).
+class AdminReactor final : public ProtoReactor<wire::AdminRequest> {
+ public:
+  AdminReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core, std::function<void()> stop)
+      : ProtoReactor(ctx, core), stop_(std::move(stop)) {}
+
+ private:
+  void Serve(const wire::AdminRequest& req) override {
+    wire::AdminResponse resp;
+    switch (req.action()) {
+      case wire::ADMIN_STATUS:
+        break;
+      case wire::ADMIN_CHECKPOINT_NOW: {
+        absl::StatusOr<std::string> path = core_->CheckpointNow();
+        if (!path.ok()) return Reply(path.status());
+        resp.set_checkpoint_path(*path);
+        break;
+      }
+      case wire::ADMIN_STOP:
+        if (!stop_) return Refuse(absl::FailedPreconditionError("this server cannot be stopped remotely"));
+        spdlog::warn("stop requested by an admin call from {}", ctx_->peer());
+        break;
+      default:
+        return Refuse(absl::InvalidArgumentError(absl::StrCat("unknown admin action ", req.action())));
+    }
+    FillStatus(core_, resp.mutable_status());
+    Reply(absl::OkStatus(), MessageBuffer(resp));
+    if (req.action() == wire::ADMIN_STOP) stop_();
   }
-  FillStatus(core, resp.mutable_status());
-  return resp;
-}
+  const std::function<void()> stop_;
+};
 
 // Pull in plain protobuf: the weights are copied into the answer's bytes.
 class PullReactor final : public ProtoReactor<wire::PullRequest> {
@@ -205,7 +225,7 @@ grpc::ServerGenericBidiReactor* Immediate(grpc::GenericCallbackServerContext* ct
 }  // namespace
 
 grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallbackServerContext* ctx,
-                                                           ParameterServer* core) {
+                                                           ParameterServer* core, const std::function<void()>& stop) {
   const std::string& m = ctx->method();
   constexpr absl::string_view kPrefix = "/shardps.wire.ParameterService/";
   if (!absl::StartsWith(m, kPrefix)) return nullptr;
@@ -215,13 +235,11 @@ grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallback
   if (name == "Push") return Immediate(ctx, core, &Push);
   if (name == "Heartbeat") return Immediate(ctx, core, &Heartbeat);
   if (name == "Rewind") return Immediate(ctx, core, &Rewind);
-  if (name == "Admin") return Immediate(ctx, core, &Admin);
-  if (name == "Pull") {
-    auto* r = new PullReactor(ctx, core);
-    r->Start();
-    return r;
-  }
-  return nullptr;
+  UnaryReactor* r = nullptr;
+  if (name == "Admin") r = new AdminReactor(ctx, core, stop);
+  if (name == "Pull") r = new PullReactor(ctx, core);
+  if (r != nullptr) r->Start();
+  return r;
 }
 
 }  // namespace shardps

@@ -11,14 +11,17 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/support/server_callback.h>
 
+#include <functional>
+
 #include "server/parameter_server.h"
 
 namespace shardps {
 
 // A started reactor for `ctx->method()` when it is a ParameterService
-// method, else nullptr. `core` must outlive the call.
+// method, else nullptr. `core` must outlive the call. `stop` (may be empty:
+// ADMIN_STOP is then refused) asks the process to stop as SIGTERM would.
 grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallbackServerContext* ctx,
-                                                           ParameterServer* core);
+                                                           ParameterServer* core, const std::function<void()>& stop);
 
 }  // namespace shardps
 

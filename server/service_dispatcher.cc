@@ -36,7 +36,7 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
         ctx->method(), " from ", ctx->peer(), " refused: it does not carry the job token (--auth_token_file)")));
     return new RefusingReactor(ctx, core_->incarnation(), refused);
   }
-  if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_)) return r;
+  if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_, stop_)) return r;
   if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_)) return r;
   return new RefusingReactor(ctx, core_->incarnation(),
                              absl::UnimplementedError(absl::StrCat("unknown method ", ctx->method())));

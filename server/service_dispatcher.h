@@ -9,6 +9,7 @@
 
 #include <grpcpp/generic/async_generic_service.h>
 
+#include <functional>
 #include <string>
 
 #include "server/parameter_server.h"
@@ -17,8 +18,10 @@ namespace shardps {
 
 class ServiceDispatcher final : public grpc::CallbackGenericService {
  public:
-  // `core` must outlive the service. An empty `auth_token` admits every call.
-  ServiceDispatcher(ParameterServer* core, std::string auth_token) : core_(core), auth_token_(std::move(auth_token)) {}
+  // `core` must outlive the service. An empty `auth_token` admits every
+  // call. `stop` (may be empty) serves ADMIN_STOP.
+  ServiceDispatcher(ParameterServer* core, std::string auth_token, std::function<void()> stop)
+      : core_(core), auth_token_(std::move(auth_token)), stop_(std::move(stop)) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
@@ -26,6 +29,7 @@ class ServiceDispatcher final : public grpc::CallbackGenericService {
 
   ParameterServer* const core_;
   const std::string auth_token_;
+  const std::function<void()> stop_;
 };
 
 }  // namespace shardps

@@ -1,0 +1,143 @@
+#include "server/model_export.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/key_partition.h"
+#include "server/safetensors.h"
+#include "server/shard_checkpoint.h"
+
+namespace shardps {
+namespace {
+
+// The servers' count of the shard files in `dir`, and each server's steps.
+struct ShardFiles {
+  int num_servers = 0;
+  std::map<int, std::vector<int64_t>> steps;  // server id -> ascending steps
+};
+
+absl::StatusOr<ShardFiles> FindShards(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::directory_iterator it(dir, error);
+  if (error) return absl::NotFoundError(absl::StrCat("cannot read ", dir, ": ", error.message()));
+  ShardFiles found;
+  for (const auto& entry : it) {
+    std::vector<std::string> parts = absl::StrSplit(entry.path().filename().string(), absl::ByAnyChar("-."));
+    // shard-<id>-of-<n>-step-<T>.safetensors
+    int id = 0, n = 0;
+    if (parts.size() != 7 || parts[0] != "shard" || parts[2] != "of" || parts[4] != "step" ||
+        parts[6] != "safetensors" || !absl::SimpleAtoi(parts[1], &id) || !absl::SimpleAtoi(parts[3], &n)) {
+      continue;
+    }
+    if (found.num_servers != 0 && found.num_servers != n) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(dir, " holds shards of jobs with ", found.num_servers, " and ", n, " servers"));
+    }
+    found.num_servers = n;
+    found.steps[id] = ListCheckpointSteps(dir, id, n);
+  }
+  if (found.num_servers == 0) return absl::NotFoundError(absl::StrCat("no shard checkpoints in ", dir));
+  return found;
+}
+
+// Checks `shard` against the first one read; FAILED_PRECONDITION naming what differs.
+absl::Status Agrees(const ShardSnapshot& first, const ShardSnapshot& shard, const std::string& what) {
+  if (shard.layout != first.layout) return absl::FailedPreconditionError(absl::StrCat(what, " has another layout"));
+  if (shard.mode != first.mode) return absl::FailedPreconditionError(absl::StrCat(what, " has mode ", ModeName(shard.mode)));
+  if (shard.partition_bytes != first.partition_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " has chunks of ", shard.partition_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> CommonCheckpointSteps(const std::string& dir) {
+  absl::StatusOr<ShardFiles> shards = FindShards(dir);
+  if (!shards.ok()) return shards.status();
+  std::vector<int64_t> common;
+  for (int id = 0; id < shards->num_servers; ++id) {
+    const std::vector<int64_t>& steps = shards->steps[id];
+    if (id == 0) {
+      common = steps;
+      continue;
+    }
+    std::vector<int64_t> both;
+    std::set_intersection(common.begin(), common.end(), steps.begin(), steps.end(), std::back_inserter(both));
+    common = both;
+  }
+  return common;
+}
+
+absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<int64_t> step) {
+  absl::StatusOr<ShardFiles> shards = FindShards(dir);
+  if (!shards.ok()) return shards.status();
+  absl::StatusOr<std::vector<int64_t>> common = CommonCheckpointSteps(dir);
+  if (!common.ok()) return common.status();
+  if (!step) {
+    if (common->empty()) return absl::NotFoundError(absl::StrCat("no step has a checkpoint on every server in ", dir));
+    step = common->back();
+  }
+  if (std::find(common->begin(), common->end(), *step) == common->end()) {
+    return absl::NotFoundError(absl::StrCat("not every server has a checkpoint of step ", *step, " in ", dir,
+                                            "; every one has [", absl::StrJoin(*common, ", "), "]"));
+  }
+  MergedModel model;
+  model.step = *step;
+  model.num_servers = shards->num_servers;
+  std::vector<bool> placed;  // per chunk of the layout
+  ShardSnapshot first;
+  for (int id = 0; id < shards->num_servers; ++id) {
+    const std::string path = ShardCheckpointPath(dir, id, shards->num_servers, *step);
+    absl::StatusOr<ShardSnapshot> shard = ReadShardCheckpoint(path);
+    if (!shard.ok()) return shard.status();
+    if (id == 0) {
+      first = *shard;
+      model.layout = shard->layout;
+      model.mode = ModeName(shard->mode);
+      for (const TensorSpec& t : model.layout.tensors) model.tensors.emplace_back(t.NumElements());
+    } else if (absl::Status agree = Agrees(first, *shard, path); !agree.ok()) {
+      return agree;
+    }
+    absl::StatusOr<KeyMap> map = KeyMap::Build(model.layout, shards->num_servers, shard->partition_bytes);
+    if (!map.ok()) return map.status();
+    if (placed.empty()) placed.assign(map->chunks().size(), false);
+    for (const KeySnapshot& k : shard->keys) {
+      const ChunkInfo* info = map->Find(k.key);
+      if (info == nullptr || info->server != id || static_cast<int64_t>(k.weights.size()) != info->length) {
+        return absl::FailedPreconditionError(absl::StrCat(path, " holds key ", KeyName(k.key), ", not server ", id, "'s"));
+      }
+      const size_t index = static_cast<size_t>(info - map->chunks().data());
+      if (placed[index]) return absl::FailedPreconditionError(absl::StrCat("key ", KeyName(k.key), " is held twice"));
+      placed[index] = true;
+      std::copy(k.weights.begin(), k.weights.end(), model.tensors[k.key.tensor].begin() + info->offset);
+    }
+  }
+  for (size_t i = 0; i < placed.size(); ++i) {
+    if (!placed[i]) return absl::FailedPreconditionError(absl::StrCat("no shard holds chunk ", i, " of the layout"));
+  }
+  return model;
+}
+
+absl::Status WriteModel(const std::string& path, const MergedModel& model) {
+  std::vector<TensorView> tensors;
+  for (size_t t = 0; t < model.layout.tensors.size(); ++t) {
+    tensors.push_back({model.layout.tensors[t].name, model.layout.tensors[t].dims, model.tensors[t]});
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"format", "shardps-model-v1"},
+      {"step", absl::StrCat(model.step)},
+      {"mode", model.mode},
+      {"num_servers", absl::StrCat(model.num_servers)},
+      {"layout_hash", absl::StrCat(LayoutHash(model.layout))},
+  };
+  return WriteSafetensorsAtomically(path, metadata, tensors);
+}
+
+}  // namespace shardps

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The operator tools on a real job: 2 ps_server processes and a ps_worker
+# (with a job token), then shardps_admin status | checkpoint | stop on both
+# servers, and shardps_ckpt list | merge, whose model Python's safetensors
+# package loads and checks against the shards (tests/check_merged_model.py).
+# Prints a Catch2-style summary line for tools/test.
+set -uo pipefail
+runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
+bin=$runfiles
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/tools.XXXXXX")
+pids=()
+trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+checks=0
+fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
+pass() { checks=$((checks + 1)); echo "ok: $*"; }
+python=${SHARDPS_PY_VENV:-/opt/shardps-tools/venv}/bin/python
+[ -x "$python" ] || fail "no Python venv with safetensors at $python: run tools/setup"
+
+echo "tools-test-token" > "$work/token"
+cat > "$work/job.flags" <<FLAGS
+--num_servers=2
+--num_workers=1
+--mode=sync
+--model=mlp
+--epochs=2
+--max_steps_per_epoch=30
+--log_every=0
+--lr=0.04
+--momentum=0.9
+--partition_bytes=65536
+--checkpoint_dir=$work/checkpoints
+--checkpoint_every=20
+--auth_token_file=$work/token
+FLAGS
+addresses=()
+for s in 0 1; do
+  "$bin/server/ps_server" --flagfile="$work/job.flags" --server_id=$s --port=0 > "$work/server-$s.out" 2> "$work/server-$s.log" &
+  pids+=($!)
+done
+for s in 0 1; do
+  port=$("$runfiles/deploy/listening_port" "$work/server-$s.out" "${pids[$s]}") || fail "server $s did not start"
+  addresses+=("127.0.0.1:$port")
+done
+servers=$(IFS=,; echo "${addresses[*]}")
+"$bin/worker/ps_worker" --flagfile="$work/job.flags" --servers="$servers" --rank=0 > "$work/worker.log" 2>&1 \
+  || { cat "$work/worker.log"; fail "the worker failed"; }
+pass "a job of 2 servers and a worker trained 60 steps with a job token"
+
+admin="$bin/tools/shardps_admin --servers=$servers"
+out=$($admin status --flagfile="$work/job.flags") || { echo "$out"; fail "status"; }
+echo "$out"
+[ "$(echo "$out" | grep -c $'\tSYNC\t60..60\t')" = 2 ] || fail "status does not show both servers at step 60"
+echo "$out" | grep -q $'^1\t127.0.0.1:' || fail "status does not name server 1"
+pass "status: both servers, their mode, step and incarnation"
+
+if $admin status > "$work/no-token.txt"; then fail "status without the token succeeded"; fi
+grep -q "does not carry the job token" "$work/no-token.txt" || { cat "$work/no-token.txt"; fail "no UNAUTHENTICATED"; }
+pass "status without the job token is refused"
+
+out=$($admin checkpoint --flagfile="$work/job.flags") || { echo "$out"; fail "checkpoint"; }
+[ "$(echo "$out" | grep -c "wrote .*step-60.safetensors")" = 2 ] || { echo "$out"; fail "no checkpoint of step 60"; }
+pass "checkpoint: both servers wrote step 60"
+
+out=$("$bin/tools/shardps_ckpt" list --dir="$work/checkpoints") || fail "list"
+echo "$out" | grep -q "steps every server holds: \[40, 60\]" || { echo "$out"; fail "list: $out"; }
+"$bin/tools/shardps_ckpt" merge --dir="$work/checkpoints" --out="$work/model.safetensors" || fail "merge"
+"$python" "$runfiles/tests/check_merged_model.py" "$work/model.safetensors" "$work/checkpoints" 60 \
+  "1.dense/w=784x256,1.dense/b=256,3.dense/w=256x128,3.dense/b=128,5.dense/w=128x10,5.dense/b=10" || fail "the merged model"
+pass "merge: one safetensors file of the whole model that Python's safetensors loads, equal to the shards"
+
+if "$bin/tools/shardps_ckpt" merge --dir="$work/checkpoints" --step=20 --out="$work/x.safetensors" 2> "$work/merge.err"; then
+  fail "merge of a step no longer kept succeeded"
+fi
+grep -q "every one has \[40, 60\]" "$work/merge.err" || { cat "$work/merge.err"; fail "merge error"; }
+pass "merge of a step not kept names the steps there are"
+
+$admin stop --flagfile="$work/job.flags" > /dev/null || fail "stop"
+for s in 0 1; do
+  wait "${pids[$s]}"
+  code=$?
+  [ "$code" = 0 ] || fail "server $s exited $code after stop"
+  grep -q "stop requested" "$work/server-$s.log" || fail "server $s log does not say why it stopped"
+done
+pids=()
+pass "stop: both servers exit 0"
+echo "All tests passed ($checks assertions in $checks test cases)"

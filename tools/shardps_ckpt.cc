@@ -1,0 +1,66 @@
+// shardps_ckpt: the checkpoints of a ShardPS job, for operators.
+//
+//   shardps_ckpt list  --dir=CHECKPOINT_DIR
+//   shardps_ckpt merge --dir=CHECKPOINT_DIR [--step=T] --out=model.safetensors
+//
+// `list` prints each server's checkpointed steps and the steps every server
+// holds. `merge` writes the whole model at step T (default: the newest step
+// every server holds) as one safetensors file: the layout's tensor names and
+// shapes, float32, the step in the metadata (server/model_export.h).
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
+#include "server/model_export.h"
+
+ABSL_FLAG(std::string, dir, "", "The job's --checkpoint_dir.");
+ABSL_FLAG(int64_t, step, -1, "merge: the step to merge (-1: the newest every server holds).");
+ABSL_FLAG(std::string, out, "", "merge: the safetensors file to write.");
+
+namespace shardps {
+namespace {
+
+int Fail(const absl::Status& status) {
+  fprintf(stderr, "shardps_ckpt: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int List(const std::string& dir) {
+  absl::StatusOr<std::vector<int64_t>> common = CommonCheckpointSteps(dir);
+  if (!common.ok()) return Fail(common.status());
+  printf("steps every server holds: [%s]\n", absl::StrJoin(*common, ", ").c_str());
+  return 0;
+}
+
+int Merge(const std::string& dir, int64_t step, const std::string& out) {
+  if (out.empty()) return Fail(absl::InvalidArgumentError("merge needs --out=FILE"));
+  absl::StatusOr<MergedModel> model = MergeShards(dir, step >= 0 ? std::optional<int64_t>(step) : std::nullopt);
+  if (!model.ok()) return Fail(model.status());
+  if (absl::Status written = WriteModel(out, *model); !written.ok()) return Fail(written);
+  int64_t values = 0;
+  for (const auto& t : model->tensors) values += static_cast<int64_t>(t.size());
+  printf("wrote %s: step %lld of a %s job on %d servers, %zu tensors, %lld values\n", out.c_str(),
+         static_cast<long long>(model->step), model->mode.c_str(), model->num_servers, model->tensors.size(),
+         static_cast<long long>(values));
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardps
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "shardps_ckpt list --dir=CHECKPOINT_DIR | merge --dir=CHECKPOINT_DIR [--step=T] --out=model.safetensors");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  const std::string command = args.size() == 2 ? args[1] : "";
+  const std::string dir = absl::GetFlag(FLAGS_dir);
+  if (dir.empty() || (command != "list" && command != "merge")) {
+    fprintf(stderr, "usage: %s\n", absl::ProgramUsageMessage().data());
+    return 2;
+  }
+  if (command == "list") return shardps::List(dir);
+  return shardps::Merge(dir, absl::GetFlag(FLAGS_step), absl::GetFlag(FLAGS_out));
+}
