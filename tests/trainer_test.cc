@@ -1,8 +1,14 @@
 // The trainer over real gRPC with an in-process server.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "tests/test_cluster.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 namespace shardps::testing {
 namespace {
@@ -40,6 +46,62 @@ TEST_CASE("one worker, fixed seed, sync: the same loss sequence twice", "[traine
   REQUIRE(a.final_test_accuracy == b.final_test_accuracy);
   REQUIRE(a.epochs[1].mean_loss < a.epochs[0].mean_loss);
   REQUIRE(a.final_test_accuracy > 0.5);  // the synthetic task is learnable; chance is 0.1
+}
+
+}  // namespace
+}  // namespace shardps::testing
+
+namespace shardps::testing {
+namespace {
+
+// GET /metrics on 127.0.0.1:port.
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string page;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) page.append(buf, n);
+    }
+  }
+  close(fd);
+  return page;
+}
+
+TEST_CASE("a worker's metrics: steps, samples, the time split, bytes and retries", "[trainer][metrics]") {
+  const Dataset train = SyntheticDataset(4000, 28, 28, 1);
+  const Dataset test = SyntheticDataset(500, 28, 28, 2);
+  ServerOptions o = SyncOptions(1, 1);
+  o.job.partition_bytes = 64 << 10;
+  o.optimizer.lr = 0.05;
+  TestCluster cluster(o);
+  auto backend = MakeCpuBackend(1);
+  auto model = Model::Create("mlp", backend.get(), 32);
+  REQUIRE(model.ok());
+  auto client = PsClient::Connect(cluster.ClientFor(0, (*model)->layout()));
+  REQUIRE(client.ok());
+  TrainerOptions t;
+  t.batch_size = 32;
+  t.max_steps_per_epoch = 25;
+  t.log_every = 0;
+  Trainer trainer(t, model->get(), client->get(), &train, &test);
+  auto metrics = WorkerMetrics::Start("127.0.0.1:0", 3, &trainer, client->get());
+  REQUIRE(metrics.ok());
+  REQUIRE(trainer.Run().ok());
+  const std::string page = Scrape((*metrics)->port());
+  INFO(page);
+  REQUIRE_THAT(page, Catch::Contains("shardps_worker_steps_total{rank=\"3\"} 25"));
+  REQUIRE_THAT(page, Catch::Contains("shardps_worker_samples_total{rank=\"3\"} 800"));
+  REQUIRE_THAT(page, Catch::Contains("shardps_worker_seconds_total{rank=\"3\",phase=\"compute\"}"));
+  // mlp has 235146 parameters: 25 steps push and pull 4 bytes of each.
+  REQUIRE_THAT(page, Catch::Contains("shardps_worker_pushed_bytes_total{rank=\"3\"} 23514600"));
+  REQUIRE_THAT(page, Catch::Contains("shardps_worker_retries_total{rank=\"3\"} 0"));
+  REQUIRE_THAT(page, Catch::Contains("shardps_worker_registrations_total{rank=\"3\"} 1"));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "worker/model.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of every server, in server-id order.");
 ABSL_FLAG(int, rank, 0, "This worker's rank in [0, num_workers).");
@@ -56,6 +57,8 @@ ABSL_FLAG(bool, stop_on_divergence, false,
           "Exit with an error when training diverges (an epoch's mean loss no lower than the first steps' "
           "after 2 epochs); without it a warning is logged and recorded in the summary. A loss that is not "
           "finite always stops the worker.");
+ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; -1: off, 0: pick one (logged).");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0", "Address the metrics endpoint listens on.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
 ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
 ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");
@@ -178,6 +181,15 @@ int Run() {
                (*backend)->name(), (*model)->layout().TotalBytes() / 4, ModeName(client_options->job.mode),
                client_options->job.num_servers, client_options->job.num_workers, trainer_options.batch_size);
   Trainer trainer(trainer_options, model->get(), client->get(), &*train, &*test);
+  std::unique_ptr<WorkerMetrics> metrics;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    auto started = WorkerMetrics::Start(
+        absl::StrCat(absl::GetFlag(FLAGS_metrics_address), ":", absl::GetFlag(FLAGS_metrics_port)), rank, &trainer,
+        client->get());
+    if (!started.ok()) return fail(started.status());
+    metrics = *std::move(started);
+    spdlog::info("metrics on port {}", metrics->port());
+  }
   absl::StatusOr<TrainSummary> summary = trainer.Run();
   if (!summary.ok()) return fail(summary.status());
   spdlog::info("done: {} steps in {:.1f} s, {:.0f} samples/s{}", summary->steps, summary->wall_seconds,

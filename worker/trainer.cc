@@ -63,8 +63,15 @@ void Trainer::LoadBatch(const Dataset& data, const int64_t* indices, int count) 
   model_->SetBatch(count, batch_images_.data(), batch_labels_.data());
 }
 
-absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bool pull_ahead, float* loss,
-                           int* correct) {
+// Keeps the first failure of a step's calls, a rejoin before any other.
+void Trainer::Wait(PendingCall& p, double& bucket, absl::Status& failure) {
+  const absl::Time start = absl::Now();
+  p.done.WaitForNotification();
+  bucket += Seconds(start);
+  if (!p.status.ok() && (failure.ok() || (IsRejoin(p.status) && !IsRejoin(failure)))) failure = p.status;
+}
+
+absl::Status Trainer::Forward(int64_t step) {
   const int layers = model_->num_layers();
   Backend& be = model_->backend();
   // Every layer's weights are in flight from here on (pulled ahead by the last
@@ -78,17 +85,9 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
     client_->PullAsync(step, WeightsOf(l), pulls[l]->Callback());
   }
   absl::Status failure;
-  auto wait = [&](PendingCall& p, double& bucket) {
-    const absl::Time start = absl::Now();
-    p.done.WaitForNotification();
-    bucket += Seconds(start);
-    if (!p.status.ok() && (failure.ok() || (IsRejoin(p.status) && !IsRejoin(failure)))) failure = p.status;
-  };
-
-  LoadBatch(*train_, indices.data(), static_cast<int>(indices.size()));
   for (int l = 0; l < layers; ++l) {
     if (pulls[l]) {
-      wait(*pulls[l], split_.pull_wait);
+      Wait(*pulls[l], split_.pull_wait, failure);
       pulls[l].reset();
       if (!failure.ok()) break;
     }
@@ -100,20 +99,17 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
   // After a failure, the pulls still in flight must finish before this step
   // returns: they write host buffers.
   for (auto& p : pulls) {
-    if (p) wait(*p, split_.pull_wait);
+    if (p) Wait(*p, split_.pull_wait, failure);
   }
   if (!failure.ok()) return failure;
-  if (!be.status().ok()) return be.status();
+  return be.status();
+}
 
-  absl::Time start = absl::Now();
-  model_->ComputeLoss(loss, correct);
-  // A loss that is not finite makes gradients the servers refuse: stop here.
-  if (std::optional<std::string> diverged = divergence_.CheckStep(step, *loss)) {
-    spdlog::error("{}", *diverged);
-    return absl::FailedPreconditionError(*diverged);
-  }
+absl::Status Trainer::BackwardAndPush(int64_t step, bool pull_ahead) {
+  Backend& be = model_->backend();
+  const absl::Time start = absl::Now();
   std::vector<std::shared_ptr<PendingCall>> pushes;
-  for (int l = layers - 1; l >= 0; --l) {
+  for (int l = model_->num_layers() - 1; l >= 0; --l) {
     model_->BackwardLayer(l);
     if (model_->TensorsOfLayer(l).empty()) continue;
     std::vector<TensorIn> ins;
@@ -127,9 +123,29 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
     pushes.push_back(PushThenPullAhead(*client_, step, std::move(ins), WeightsOf(l), pulls_ahead_[l]));
   }
   split_.compute += Seconds(start);
-  for (auto& p : pushes) wait(*p, split_.push_wait);
+  absl::Status failure;
+  for (auto& p : pushes) Wait(*p, split_.push_wait, failure);
   if (!failure.ok()) return failure;
   return be.status();
+}
+
+absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bool pull_ahead, float* loss,
+                           int* correct) {
+  {
+    absl::MutexLock lock(&progress_mu_);
+    progress_.step = step;
+  }
+  LoadBatch(*train_, indices.data(), static_cast<int>(indices.size()));
+  if (absl::Status forward = Forward(step); !forward.ok()) return forward;
+  const absl::Time start = absl::Now();
+  model_->ComputeLoss(loss, correct);
+  split_.compute += Seconds(start);
+  // A loss that is not finite makes gradients the servers refuse: stop here.
+  if (std::optional<std::string> diverged = divergence_.CheckStep(step, *loss)) {
+    spdlog::error("{}", *diverged);
+    return absl::FailedPreconditionError(*diverged);
+  }
+  return BackwardAndPush(step, pull_ahead);
 }
 
 absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
@@ -242,9 +258,27 @@ absl::Status Trainer::EndEpoch(int64_t step, EpochProgress& p, TrainSummary& sum
   return absl::OkStatus();
 }
 
+TrainerProgress Trainer::Progress() const {
+  absl::MutexLock lock(&progress_mu_);
+  TrainerProgress p = progress_;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - run_start_);
+  p.samples_per_second = seconds > 0 && run_start_ != absl::InfinitePast() ? p.samples / seconds : 0;
+  return p;
+}
+
 void Trainer::Record(float loss, int correct, int64_t i, int64_t per_epoch, EpochProgress& p, TrainSummary& summary) {
   summary.losses.push_back(loss);
   ++summary.steps;
+  {
+    absl::MutexLock lock(&progress_mu_);
+    const int64_t one_way = model_->layout().TotalBytes() / 4 * options_.wire_value_bytes;
+    ++progress_.steps;
+    progress_.samples += options_.batch_size;
+    progress_.split = split_;
+    progress_.bytes_pushed += one_way;
+    progress_.bytes_pulled += one_way;
+    progress_.rejoins = summary.rejoins;
+  }
   p.loss += loss, p.right += correct, ++p.steps;
   p.window_loss += loss, p.window_right += correct, ++p.window_steps;
   if (options_.log_every > 0 && ((i + 1) % options_.log_every == 0 || i + 1 == per_epoch)) {
@@ -280,6 +314,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   if (*joined > 0) spdlog::info("joined the job at step {} (epoch {}, batch {})", *joined, *joined / per_epoch, *joined % per_epoch);
   const absl::Time run_start = absl::Now();
   const double cpu_start = ProcessCpuSeconds();
+  progress_mu_.Lock();
+  run_start_ = run_start;
+  progress_mu_.Unlock();
   EpochProgress p;
   int failures_in_a_row = 0;
   // The last step of an epoch whose end (evaluation) is still to run, or -1.

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "worker/dataset.h"
 #include "worker/divergence_watch.h"
 #include "worker/model.h"
@@ -40,6 +42,18 @@ struct TrainerOptions {
 
 struct TimeSplit {
   double pull_wait = 0, compute = 0, push_wait = 0;
+};
+
+// Where a running trainer stands, for the worker's metrics endpoint.
+struct TrainerProgress {
+  int64_t step = 0;            // the job step it is at
+  int64_t steps = 0;           // steps it completed
+  int64_t samples = 0;
+  int64_t rejoins = 0;
+  TimeSplit split;             // seconds, since the start
+  int64_t bytes_pushed = 0;    // payload bytes on the wire
+  int64_t bytes_pulled = 0;
+  double samples_per_second = 0;  // since the start of training
 };
 
 struct EpochResult {
@@ -78,6 +92,9 @@ class Trainer {
   // from the job's step to the end of the last epoch.
   absl::StatusOr<TrainSummary> Run();
 
+  // Thread-safe: may be called while Run() runs.
+  TrainerProgress Progress() const;
+
  private:
   struct EpochProgress;
   // Registers (lining up with the job) and sends the initial weights;
@@ -99,6 +116,11 @@ class Trainer {
   // during the rest of backward.
   absl::Status Step(int64_t step, const std::vector<int64_t>& indices, bool pull_ahead, float* loss,
                     int* correct);
+  // Pulls (or takes the pulls ahead) and runs forward layer by layer.
+  absl::Status Forward(int64_t step);
+  // Backward, pushing each layer's gradients as soon as they are ready.
+  absl::Status BackwardAndPush(int64_t step, bool pull_ahead);
+  void Wait(PendingCall& p, double& bucket, absl::Status& failure);
   absl::StatusOr<double> Evaluate(int64_t step);
   void LoadBatch(const Dataset& data, const int64_t* indices, int count);
   std::vector<TensorOut> WeightsOf(int layer);
@@ -118,6 +140,9 @@ class Trainer {
   TimeSplit split_;
   std::vector<std::shared_ptr<PendingCall>> pulls_ahead_;  // per layer: in flight for the coming step
   DivergenceWatch divergence_;
+  mutable absl::Mutex progress_mu_;
+  TrainerProgress progress_ ABSL_GUARDED_BY(progress_mu_);
+  absl::Time run_start_ ABSL_GUARDED_BY(progress_mu_) = absl::InfinitePast();
 };
 
 // The summary as JSON, with `config` (already JSON) embedded.

@@ -1,0 +1,41 @@
+// Prometheus metrics of one worker on --metrics_port: steps, samples and
+// samples/s, where the time went (pull wait, compute, push wait), bytes
+// pushed and pulled, and the client's retries, registrations, rewinds and
+// the trainer's rejoins. Read from the trainer and the client at each
+// scrape.
+#ifndef SHARDPS_WORKER_WORKER_METRICS_H_
+#define SHARDPS_WORKER_WORKER_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/ps_client.h"
+#include "worker/trainer.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace shardps {
+
+class WorkerMetrics {
+ public:
+  // Serves /metrics on `address` ("0.0.0.0:9200"; port 0 picks one).
+  // `trainer` and `client` must outlive the endpoint. UNAVAILABLE when the
+  // port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Start(const std::string& address, int rank,
+                                                              const Trainer* trainer, const PsClient* client);
+  ~WorkerMetrics();
+  int port() const { return port_; }
+
+ private:
+  WorkerMetrics() = default;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<void> collectable_;
+  int port_ = 0;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_WORKER_WORKER_METRICS_H_
