@@ -16,7 +16,7 @@ root=$work/root
 bundle=$root/shardps
 "$runfiles/deploy/bundle_files" "$bundle" bundle "$runfiles/server/ps_server" "$runfiles/worker/ps_worker" \
   || fail "bundle_files"
-cp "$runfiles/deploy/ps_launch" "$runfiles/deploy/listening_port" "$bundle/bin/"
+cp "$runfiles/deploy/ps_launch" "$runfiles/deploy/listening_port" "$runfiles/deploy/job_recipe" "$bundle/bin/"
 "$runfiles/deploy/check_bundle" "$bundle" || fail "check_bundle"
 pass "every library the binaries load is in the bundle or glibc's"
 

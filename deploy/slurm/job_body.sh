@@ -1,0 +1,58 @@
+# The body of a ShardPS batch job (deploy/slurm/ps_slurm writes the variables
+# above it): servers as restartable job steps, the workers as one step, then
+# the servers stopped. Exits with the workers' code.
+set -uo pipefail
+start=${SLURM_RESTART_COUNT:-0}
+run=$job_dir/run-$start
+mkdir -p "$run" "$job_dir/servers"
+rm -f "$job_dir/servers/"* "$run/stopping"
+echo "shardps: job $SLURM_JOB_ID, start $start, on $SLURM_JOB_NODELIST; logs in $run"
+
+# Server $1 as a job step, on port port_base + $1, started again when it ends
+# abnormally (killed, its step cancelled), up to $restarts times.
+serve() {
+  local id=$1 port=$((port_base + $1)) again=0 code
+  while :; do
+    srun --ntasks=1 --nodes=1 --overlap --kill-on-bad-exit=0 --job-name="server-$id" \
+      bash -c "echo \$(hostname):$port > $job_dir/servers/$id.new && mv $job_dir/servers/$id.new $job_dir/servers/$id &&
+               exec $server_bin --flagfile=$job_dir/job.flags --server_id=$id --port=$port" >> "$run/server-$id.log" 2>&1
+    code=$?
+    if [ "$code" = 0 ] || [ -e "$run/stopping" ]; then return 0; fi
+    again=$((again + 1))
+    if [ "$again" -gt "$restarts" ]; then
+      echo "shardps: server $id ended with code $code, restarted $restarts times already: giving up"
+      return "$code"
+    fi
+    echo "shardps: server $id ended with code $code; starting it again ($again of $restarts)"
+  done
+}
+
+server_pids=()
+for ((id = 0; id < servers; id++)); do
+  serve "$id" &
+  server_pids+=($!)
+done
+for ((waited = 0; $(ls "$job_dir/servers" | grep -c '^[0-9]*$') < servers; waited++)); do
+  [ "$waited" -lt 600 ] || { echo "shardps: servers did not start in 60 s"; touch "$run/stopping"; exit 1; }
+  sleep 0.1
+done
+addresses=$(for ((id = 0; id < servers; id++)); do cat "$job_dir/servers/$id"; done | paste -sd, -)
+echo "shardps: servers at $addresses"
+
+gpu_args=()
+[ "$gpus" -gt 0 ] && gpu_args=(--gpus-per-task="$gpus")
+srun --ntasks="$workers" --overlap --kill-on-bad-exit=0 --job-name=workers "${gpu_args[@]}" \
+  bash -c "exec $worker_bin --flagfile=$job_dir/job.flags --servers=$addresses --rank=\$SLURM_PROCID \
+           --summary_json=$run/summary-\$SLURM_PROCID.json > $run/worker-\$SLURM_PROCID.log 2>&1"
+workers_code=$?
+echo "shardps: workers ended with code $workers_code; stopping the servers"
+
+# SIGTERM to the server steps: each writes a final checkpoint and exits 0.
+touch "$run/stopping"
+for step in $(squeue --steps --job="$SLURM_JOB_ID" --noheader --format="%i %j" | awk '$2 ~ /^server-/ {print $1}'); do
+  scancel --signal=TERM "$step"
+done
+servers_code=0
+for pid in "${server_pids[@]}"; do wait "$pid" || servers_code=1; done
+[ "$workers_code" = 0 ] || exit "$workers_code"
+exit "$servers_code"

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# deploy/slurm/ps_slurm on a real one-node Slurm (slurmctld, slurmd and munge
+# from Debian, a slurm.conf under the test's temp dir): a job of 2 servers and
+# 2 workers (oversubscribed on 2 cores) trains to its accuracy with exit code
+# 0; one with a server's job step cancelled mid-run recovers in its
+# allocation; one requeued mid-run resumes from its checkpoints; a failing one
+# ends non-zero. Then the daemons are stopped and nothing is left behind.
+# Needs root. Prints a Catch2-style summary line for tools/test.
+set -uo pipefail
+runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
+# Under /tmp, not Bazel's long TEST_TMPDIR: slurmd's spool holds Unix sockets,
+# whose paths may not exceed 108 bytes.
+work=$(mktemp -d /tmp/shardps-slurm.XXXXXX)
+checks=0
+fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
+pass() { checks=$((checks + 1)); echo "ok: $*"; }
+[ "$(id -u)" = 0 ] || fail "needs root to run slurmctld and slurmd"
+for b in slurmctld slurmd sbatch munged; do command -v "$b" > /dev/null || fail "no $b: run tools/setup"; done
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+conf=$work/slurm.conf
+export SLURM_CONF=$conf
+started_munge=0
+daemons=()
+stop_all() {
+  scancel --quiet --full "$(squeue --noheader --format=%i | paste -sd, -)" 2>/dev/null
+  # The daemons run in the foreground as this script's children, so that
+  # waiting reaps them (this sandbox's PID 1 reaps no orphans).
+  for pid in "${daemons[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${daemons[@]}"; do wait "$pid" 2>/dev/null; done
+  daemons=()
+  [ "$started_munge" = 1 ] && pkill -x munged
+}
+trap 'stop_all; [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"' EXIT
+
+mkdir -p "$work/state" "$work/spool" "$work/log" "$work/shared"
+host=$(hostname -s)
+cat > "$conf" <<CONF
+ClusterName=shardps-test
+SlurmctldHost=$host
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+MailProg=/bin/true
+SlurmdParameters=config_overrides
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/log/slurmctld.log
+SlurmdLogFile=$work/log/slurmd.log
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+NodeName=$host CPUs=8 State=UNKNOWN
+PartitionName=shardps Nodes=ALL Default=YES OverSubscribe=FORCE:4 MaxTime=INFINITE State=UP
+CONF
+if ! pgrep -x munged > /dev/null; then
+  install -d -o munge -g munge -m 0755 /run/munge
+  runuser -u munge -- /usr/sbin/munged || fail "munged did not start"
+  started_munge=1
+fi
+slurmctld -D -c -i -f "$conf" > "$work/log/slurmctld.out" 2>&1 &
+daemons+=($!)
+slurmd -D -c -f "$conf" > "$work/log/slurmd.out" 2>&1 &
+daemons+=($!)
+for _ in $(seq 1 100); do [ "$(sinfo --noheader --format=%T 2>/dev/null)" = idle ] && break; sleep 0.1; done
+[ "$(sinfo --noheader --format=%T)" = idle ] || { cat "$work/log/"*; fail "the node is not idle"; }
+pass "slurmctld and slurmd up on $host, the node idle"
+
+# submit NAME [job flags...]: submits a 2-server, 2-worker job; prints its id.
+submit() {
+  local name=$1
+  shift
+  "$runfiles/deploy/slurm/ps_slurm" --servers=2 --workers=2 --job_dir="$work/shared/$name" --gpus_per_worker=0 \
+    --bin="$runfiles" --port_base="$(free_port)" --epochs=2 --log_every=100 --checkpoint_every=100 "$@" --submit \
+    -- --overcommit | tail -1
+}
+# state ID: the job's state (COMPLETED, FAILED, RUNNING...).
+state() { scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+# finish ID: waits (up to 3 minutes) for the job to end; prints its exit code.
+finish() {
+  for _ in $(seq 1 1800); do
+    case $(state "$1") in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
+    sleep 0.1
+  done
+  case $(state "$1") in
+    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) scontrol show job "$1" | sed -n 's/.*ExitCode=\([0-9:]*\).*/\1/p' ;;
+    *) echo "still $(state "$1") after 3 minutes: $(scontrol show job "$1" | grep -o 'Reason=[^ ]*')" ;;
+  esac
+}
+accuracy() { sed -n 's/.*"final_test_accuracy": \([-0-9.e]*\).*/\1/p' "$1"; }
+# step_named ID NAME: the id of the job's step called NAME, once it runs.
+step_named() {
+  for _ in $(seq 1 300); do
+    step=$(squeue --steps --job="$1" --noheader --format="%i %j" | awk -v n="$2" '$2 == n {print $1}')
+    [ -n "$step" ] && { echo "$step"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+# wait_step LOG N: until the worker log shows step N of an epoch.
+wait_step() { for _ in $(seq 1 600); do grep -q "step $2/" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+id=$(submit plain) || fail "sbatch"
+code=$(finish "$id")
+[ "$code" = 0:0 ] || { cat "$work/shared/plain/slurm-$id.out" "$work/shared/plain/run-0/"*.log; fail "job $id ended $code"; }
+acc=$(accuracy "$work/shared/plain/run-0/summary-0.json")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.84) }' || { cat "$work/shared/plain/slurm-$id.out" "$work/shared/plain/run-0/"*.log | tail -40; fail "test accuracy $acc < 0.84 after 2 epochs"; }
+pass "a 2-server, 2-worker job ends 0:0 with test accuracy $acc"
+
+id=$(submit cancel) || fail "sbatch"
+wait_step "$work/shared/cancel/run-0/worker-0.log" 300 || fail "job $id did not reach step 300"
+step=$(step_named "$id" server-1) || fail "no server-1 step"
+scancel "$step"
+code=$(finish "$id")
+out=$(cat "$work/shared/cancel/slurm-$id.out")
+[ "$code" = 0:0 ] || { echo "$out"; fail "job $id ended $code after its server step was cancelled"; }
+echo "$out" | grep -q "server 1 ended with code .*; starting it again (1 of 3)" || { echo "$out"; fail "no restart"; }
+grep -q "rejoined the job at step" "$work/shared/cancel/run-0/worker-0.log" || fail "the workers did not rejoin"
+pass "a server step cancelled mid-run is started again; the job rewinds and ends 0:0"
+
+id=$(submit requeue) || fail "sbatch"
+wait_step "$work/shared/requeue/run-0/worker-0.log" 300 || fail "job $id did not reach step 300"
+scontrol requeue "$id" || fail "requeue"
+# Slurm holds a requeued job back for two minutes; let it start sooner, once
+# it is pending again and slurmd has forgotten its first run (for a few
+# seconds after a kill it refuses the job: "already killed").
+sleep 5
+for _ in $(seq 1 600); do
+  [ -d "$work/shared/requeue/run-1" ] && break
+  [ "$(state "$id")" = PENDING ] && scontrol update JobId="$id" StartTime=now
+  sleep 0.5
+done
+code=$(finish "$id")
+if [ "$code" != 0:0 ]; then
+  cat "$work/shared/requeue/slurm-$id.out"
+  scontrol show job "$id"
+  grep -E "JobId=$id |job_id=$id|JobId=$id$" "$work/log/slurmctld.log" | tail -20
+  grep -E "$id" "$work/log/slurmd.log" | tail -20
+  fail "requeued job $id ended $code"
+fi
+grep -q "joined the job at step [1-9]" "$work/shared/requeue/run-1/worker-0.log" \
+  || { cat "$work/shared/requeue/run-1/worker-0.log"; fail "the requeued job did not resume from a checkpoint"; }
+pass "a requeued job resumes from its checkpoints ($(grep -o 'joined the job at step [0-9]*' "$work/shared/requeue/run-1/worker-0.log")) and ends 0:0"
+
+id=$(submit failing --model=nope) || fail "sbatch"
+code=$(finish "$id")
+[ "$code" != 0:0 ] || fail "a job whose workers fail ended 0:0"
+pass "a job whose workers fail ends $code: exit codes propagate"
+
+stop_all
+trap 'rm -rf "$work"' EXIT
+for _ in $(seq 1 100); do pgrep -x slurmstepd > /dev/null || break; sleep 0.1; done
+pgrep -af "$conf" && fail "Slurm processes left behind"
+pgrep -ax slurmstepd && fail "slurmstepd left behind"
+ps -eo stat,comm | awk '$1 ~ /^Z/ && $2 ~ /slurm/ {found = 1} END {exit !found}' && fail "Slurm zombies left behind"
+pass "the daemons stopped; nothing left behind"
+echo "All tests passed ($checks assertions in $checks test cases)"
