@@ -26,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "bench/synthetic_layout.h"
+#include "common/command_line.h"
 #include "common/malloc_tuning.h"
 #include "common/process_cpu.h"
 #include "common/wire_dtype.h"
@@ -239,7 +240,6 @@ int Run() {
 
 int main(int argc, char** argv) {
   shardps::KeepFreedMemoryForReuse();
-  absl::SetProgramUsageMessage("emulated_worker: a ShardPS worker with emulated compute, for scaling runs.");
-  absl::ParseCommandLine(argc, argv);
+  shardps::ParseJobCommandLine(argc, argv, "emulated_worker: a ShardPS worker with emulated compute, for scaling runs.");
   return shardps::Run();
 }

@@ -3,8 +3,9 @@
 # from Debian, a slurm.conf under the test's temp dir): a job of 2 servers and
 # 2 workers (oversubscribed on 2 cores) trains to its accuracy with exit code
 # 0; one with a server's job step cancelled mid-run recovers in its
-# allocation; one requeued mid-run resumes from its checkpoints; a failing one
-# ends non-zero. Then the daemons are stopped and nothing is left behind.
+# allocation; one requeued mid-run resumes from its checkpoints; the scaling
+# harness runs its sweep as Slurm jobs; a failing one ends non-zero. Then
+# the daemons are stopped and nothing is left behind.
 # Needs root. Prints a Catch2-style summary line for tools/test.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
@@ -150,6 +151,15 @@ fi
 grep -q "joined the job at step [1-9]" "$work/shared/requeue/run-1/worker-0.log" \
   || { cat "$work/shared/requeue/run-1/worker-0.log"; fail "the requeued job did not resume from a checkpoint"; }
 pass "a requeued job resumes from its checkpoints ($(grep -o 'joined the job at step [0-9]*' "$work/shared/requeue/run-1/worker-0.log")) and ends 0:0"
+
+# The scaling harness's Slurm launcher: one batch job per N, the table from
+# the workers' summaries.
+SHARDPS_BIN=$runfiles "$runfiles/bench/scaling" --launcher=slurm --workers=1,2 --modes=sync --steps=5 \
+  --compute_ms=20 --out="$work/shared/scaling" -- --overcommit > "$work/scaling.out" 2>&1 \
+  || { cat "$work/scaling.out"; fail "bench/scaling --launcher=slurm"; }
+rows=$(awk -F, 'NR > 1 && $5 > 0 && $6 > 0' "$work/shared/scaling/scaling.csv" | wc -l)
+[ "$rows" = 2 ] || { cat "$work/scaling.out" "$work/shared/scaling/scaling.csv"; fail "$rows of 2 scaling rows"; }
+pass "bench/scaling --launcher=slurm measures N=1 and N=2 as Slurm jobs ($(awk -F, 'NR == 3 {print "efficiency " $6}' "$work/shared/scaling/scaling.csv") at N=2)"
 
 id=$(submit failing --model=nope) || fail "sbatch"
 code=$(finish "$id")
