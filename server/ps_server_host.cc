@@ -36,6 +36,25 @@ std::string BindFailure(const std::string& address, int port) {
   return failure;
 }
 
+absl::Status CannotListen(const std::string& address, int port) {
+  const std::string why = BindFailure(address, port);
+  return absl::UnavailableError(absl::StrCat("cannot listen on address ", address, " port ", port, ": ",
+                                             why.empty() ? "gRPC refused the address" : why));
+}
+
+// A plaintext server with nothing but the default health service (enabled
+// process-wide before the main server is built); `port` receives the bound
+// port. `unimplemented` answers every other method UNIMPLEMENTED (gRPC
+// needs a callback service to poll the health service's calls).
+std::unique_ptr<grpc::Server> StartHealthServer(const std::string& address, int requested, int* port,
+                                                grpc::CallbackGenericService* unimplemented) {
+  grpc::ServerBuilder builder;
+  builder.RegisterCallbackGenericService(unimplemented);
+  builder.AddListeningPort(absl::StrCat(address, ":", requested), grpc::InsecureServerCredentials(), port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  return builder.BuildAndStart();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOptions& options,
@@ -59,10 +78,13 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   host->server_ = builder.BuildAndStart();
-  if (host->server_ == nullptr || host->port_ == 0) {
-    const std::string why = BindFailure(options.address, options.port);
-    return absl::UnavailableError(absl::StrCat("cannot listen on address ", options.address, " port ", options.port,
-                                               ": ", why.empty() ? "gRPC refused the address" : why));
+  if (host->server_ == nullptr || host->port_ == 0) return CannotListen(options.address, options.port);
+  if (options.health_port >= 0) {
+    int bound = 0;
+    host->health_server_ = StartHealthServer(options.address, options.health_port, &bound,
+                                                &host->health_unimplemented_);
+    if (host->health_server_ == nullptr || bound == 0) return CannotListen(options.address, options.health_port);
+    host->health_port_ = bound;
   }
   if (options.metrics_port >= 0) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics =
@@ -71,8 +93,9 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
     host->metrics_ = *std::move(metrics);
   }
   host->housekeeper_ = std::thread([h = host.get(), interval = options.tick_interval] { h->Housekeep(interval); });
-  spdlog::info("server {} serving {} mode on port {} (metrics port {}), incarnation {:016x}; {}{}",
+  spdlog::info("server {} serving {} mode on port {} (metrics port {}, health port {}), incarnation {:016x}; {}{}",
                host->core_->server_id(), ModeName(host->core_->mode()), host->port_, host->metrics_port(),
+               host->health_port_,
                host->core_->incarnation(),
                options.tls.cert.empty() ? "plaintext" : (options.tls.mutual ? "mutual TLS" : "TLS"),
                options.auth_token.empty() ? ", no job token" : ", job token required");
@@ -88,10 +111,18 @@ void PsServerHost::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   stop_.Stop();
   if (housekeeper_.joinable()) housekeeper_.join();
+  if (health_server_ != nullptr) {
+    // Probes see NOT_SERVING while the final checkpoint is written.
+    health_server_->GetHealthCheckService()->SetServingStatus(false);
+  }
   core_->Shutdown();  // fails waiting pulls so their calls can finish.
   if (server_ != nullptr) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
+  }
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    health_server_->Wait();
   }
   metrics_.reset();
   spdlog::info("server {} stopped", core_->server_id());

@@ -1,12 +1,14 @@
 // Hosts a ParameterServer on a port: the gRPC server with every ShardPS
 // method (server/service_dispatcher.h) and the health service, the
-// housekeeping thread that calls Tick() on the injected clock, and the
-// metrics endpoint. Used by ps_server's main() and by service tests.
+// housekeeping thread that calls Tick() on the injected clock, the metrics
+// endpoint, and optionally a plaintext port serving only the gRPC health
+// service (for probes that cannot speak TLS, such as Kubernetes' gRPC probes). Used by ps_server's main() and by service tests.
 //
 // Start() then Shutdown(); thread-safe.
 #ifndef SHARDPS_SERVER_PS_SERVER_HOST_H_
 #define SHARDPS_SERVER_PS_SERVER_HOST_H_
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/server.h>
 
 #include <functional>
@@ -28,6 +30,7 @@ struct HostOptions {
   std::string address = "0.0.0.0";
   int port = 0;                       // 0 picks a free port.
   int metrics_port = -1;              // -1: no metrics endpoint; 0 picks one.
+  int health_port = -1;               // -1: no plaintext health port; 0 picks one.
   int64_t max_message_bytes = 256 << 20;  // both directions.
   absl::Duration tick_interval = absl::Milliseconds(20);  // on the host's clock
   TlsFiles tls;            // no cert and key: plaintext
@@ -49,6 +52,7 @@ class PsServerHost {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_ ? metrics_->port() : -1; }
+  int health_port() const { return health_port_; }
   ParameterServer* core() { return core_.get(); }
 
   // Stops accepting calls, fails waiting pulls, waits up to `grace` for
@@ -63,10 +67,13 @@ class PsServerHost {
   Clock* clock_ = nullptr;
   std::unique_ptr<ServiceDispatcher> dispatcher_;
   std::unique_ptr<grpc::Server> server_;
+  grpc::CallbackGenericService health_unimplemented_;
+  std::unique_ptr<grpc::Server> health_server_;  // plaintext, health service only
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::thread housekeeper_;
   StopFlag stop_;
   int port_ = 0;
+  int health_port_ = -1;
   bool shut_down_ = false;
 };
 

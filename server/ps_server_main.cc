@@ -56,6 +56,9 @@ ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(30),
           "A worker silent for longer is declared dead and sync steps go on without it.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat interval told to workers.");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; -1: off, 0: pick one (logged).");
+ABSL_FLAG(int, health_port, -1,
+          "A plaintext port serving only the gRPC health service, for probes that cannot speak TLS "
+          "(Kubernetes' grpc probes); -1: off, 0: pick one (logged).");
 ABSL_FLAG(int64_t, max_message_bytes, 256 << 20, "Largest gRPC message accepted or sent.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (chain) of this server; with --tls_key, TLS on every channel.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
@@ -143,6 +146,7 @@ int Run(ShutdownSignal& signal) {
   host_options.address = absl::GetFlag(FLAGS_bind_address);
   host_options.port = absl::GetFlag(FLAGS_port);
   host_options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  host_options.health_port = absl::GetFlag(FLAGS_health_port);
   host_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   host_options.tls = TlsFiles{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca),
                               absl::GetFlag(FLAGS_tls_mutual)};
@@ -159,7 +163,8 @@ int Run(ShutdownSignal& signal) {
     return 1;
   }
   // Launchers read this line to learn the port.
-  printf("LISTENING port=%d metrics_port=%d\n", (*host)->port(), (*host)->metrics_port());
+  printf("LISTENING port=%d metrics_port=%d health_port=%d\n", (*host)->port(), (*host)->metrics_port(),
+         (*host)->health_port());
   fflush(stdout);
   const int received = signal.Wait();
   spdlog::info("{}: shutting down", received != 0 ? absl::StrCat("signal ", received, " received") : "stop requested");

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "proto/health.grpc.pb.h"
 #include "tests/server_process.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
@@ -111,6 +112,50 @@ TEST_CASE("the admin RPC needs the job token too", "[security]") {
   with.AddMetadata(kAuthorizationKey, std::string(kBearerPrefix) + "sesame");
   REQUIRE(stub->Admin(&with, req, &resp).ok());
   REQUIRE(cluster.core(0)->Stats().unauthenticated == 1);
+}
+
+// The health service's answer for the whole server at `address`, in plaintext.
+grpc::Status CheckHealth(const std::string& address, grpc::health::v1::HealthCheckResponse* response) {
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return stub->Check(&context, grpc::health::v1::HealthCheckRequest(), response);
+}
+
+TEST_CASE("the health port answers probes in plaintext, with no token, and serves nothing else", "[security]") {
+  const std::string certs = MakeCerts("health");
+  HostOptions host = Secured(certs, /*mutual=*/true);
+  host.health_port = 0;
+  TestCluster cluster(AsyncJob(1), host);
+  const int health_port = cluster.host(0)->health_port();
+  REQUIRE(health_port > 0);
+  REQUIRE(health_port != cluster.host(0)->port());
+  const std::string health_address = absl::StrCat("127.0.0.1:", health_port);
+
+  grpc::health::v1::HealthCheckResponse response;
+  REQUIRE(CheckHealth(health_address, &response).ok());
+  REQUIRE(response.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+  // The main port still speaks only TLS.
+  REQUIRE(CheckHealth(cluster.Addresses()[0], &response).error_code() == grpc::StatusCode::UNAVAILABLE);
+  // The parameter service is not on the health port.
+  auto stub = wire::ParameterService::NewStub(grpc::CreateChannel(health_address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  wire::AdminRequest request;
+  request.set_action(wire::ADMIN_STATUS);
+  wire::AdminResponse admin;
+  REQUIRE(stub->Admin(&context, request, &admin).error_code() == grpc::StatusCode::UNIMPLEMENTED);
+
+  cluster.host(0)->Shutdown();
+  REQUIRE(CheckHealth(health_address, &response).error_code() == grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_CASE("the health port is off unless asked for, and a busy one is named", "[security]") {
+  TestCluster plain(AsyncJob(1));
+  REQUIRE(plain.host(0)->health_port() == -1);
+  HostOptions busy;
+  busy.health_port = plain.host(0)->port();
+  REQUIRE_THROWS_WITH(TestCluster(AsyncJob(1), busy),
+                      Catch::Contains(absl::StrCat("port ", busy.health_port, ": Address already in use")));
 }
 
 TEST_CASE("tokens: compared whole, read from a file, an empty one refused", "[security]") {
