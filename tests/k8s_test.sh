@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# deploy/k8s/render's manifests, validated offline against the Kubernetes 1.30
+# schemas (kubernetes-validate --strict, from tools/setup's venv) and checked
+# to fit together (tests/check_k8s_manifests.py): for the checked-in example
+# (S=2, N=4, which must be what render prints now), for S=3, N=8 with mutual
+# TLS and its Secret from deploy/make_certs, and for a CPU job without TLS.
+# A manifest with an unknown field must fail validation, and render refuses
+# bad arguments. Prints a Catch2-style summary line for tools/test.
+set -uo pipefail
+runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/k8s.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+checks=0
+fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
+pass() { checks=$((checks + 1)); echo "ok: $*"; }
+venv=${SHARDPS_PY_VENV:-/opt/shardps-tools/venv}
+[ -x "$venv/bin/kubernetes-validate" ] || fail "no kubernetes-validate in $venv: run tools/setup"
+render=$runfiles/deploy/k8s/render
+validate() { "$venv/bin/kubernetes-validate" -k 1.30.0 --strict "$@"; }
+fits() { "$venv/bin/python" "$runfiles/tests/check_k8s_manifests.py" "$@"; }
+
+example=$runfiles/deploy/k8s/example-s2-n4.yaml
+"$render" --servers=2 --workers=4 > "$work/s2-n4.yaml" || fail "render S=2 N=4"
+diff -u "$example" "$work/s2-n4.yaml" || fail "deploy/k8s/example-s2-n4.yaml is stale: run deploy/k8s/render --servers=2 --workers=4 --out=deploy/k8s/example-s2-n4.yaml"
+pass "the checked-in example is what render prints for S=2, N=4"
+validate "$example" > "$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "the example does not validate"; }
+[ "$(grep -c passed "$work/validate.log")" = 5 ] || { cat "$work/validate.log"; fail "not 5 objects validated"; }
+fits "$example" 2 4 || fail "the example's parts do not fit"
+pass "the example validates against Kubernetes 1.30 and its parts fit"
+
+hosts=$("$render" --servers=3 --print_hosts)
+[ "$hosts" = "shardps-server-0.shardps-server,shardps-server-1.shardps-server,shardps-server-2.shardps-server" ] ||
+  fail "--print_hosts printed '$hosts'"
+"$runfiles/deploy/make_certs" --out="$work/certs" --hosts="$hosts" > /dev/null || fail "make_certs"
+"$render" --servers=3 --workers=8 --security=mutual --certs="$work/certs" --namespace=ml --storage_class=shared \
+  --mode=async --batch_size=32 > "$work/s3-n8.yaml" || fail "render S=3 N=8 mutual"
+validate "$work/s3-n8.yaml" > "$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "S=3 N=8 does not validate"; }
+[ "$(grep -c passed "$work/validate.log")" = 6 ] || { cat "$work/validate.log"; fail "not 6 objects validated"; }
+fits "$work/s3-n8.yaml" 3 8 --secret || fail "S=3 N=8 parts do not fit"
+grep -q -- "--tls_mutual" "$work/s3-n8.yaml" && grep -q -- "--mode=async" "$work/s3-n8.yaml" ||
+  fail "job flags missing from the ConfigMap"
+pass "S=3, N=8, mutual TLS with its Secret: validates, and the Secret holds every file the flags name"
+
+"$render" --servers=1 --workers=2 --security=none --gpus_per_worker=0 > "$work/cpu.yaml" || fail "render CPU"
+validate "$work/cpu.yaml" > "$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "CPU job does not validate"; }
+fits "$work/cpu.yaml" 1 2 || fail "CPU job parts do not fit"
+! grep -q "nvidia.com/gpu\|shardps-tls" "$work/cpu.yaml" || fail "CPU job without TLS asks for a GPU or a Secret"
+pass "a CPU job without TLS validates and asks for neither GPUs nor a Secret"
+
+sed 's/completionMode: Indexed/completionMod: Indexed/' "$example" > "$work/broken.yaml"
+validate "$work/broken.yaml" > "$work/validate.log" 2>&1 && fail "an unknown field passed validation"
+grep -q "completionMod" "$work/validate.log" || { cat "$work/validate.log"; fail "the error does not name the field"; }
+sed 's/replicas: 2/replicas: two/' "$example" > "$work/broken.yaml"
+validate "$work/broken.yaml" > /dev/null 2>&1 && fail "a wrongly typed field passed validation"
+sed 's/shardps-server-1.shardps-server:7000/shardps-server-1.other:7000/' "$example" > "$work/mismatch.yaml"
+fits "$work/mismatch.yaml" 2 4 > "$work/fits.log" && fail "mismatched --servers passed the fit check"
+grep -q "DNS names" "$work/fits.log" || fail "the fit check does not say which names differ"
+pass "an unknown field, a wrong type and mismatched server names are caught"
+
+expect_refusal() {
+  local want=$1; shift
+  "$render" "$@" > /dev/null 2> "$work/err" && fail "render $* was accepted"
+  grep -q -- "$want" "$work/err" || fail "render $*: '$(cat "$work/err")' does not say '$want'"
+}
+expect_refusal "at least 1" --servers=0 --workers=2
+expect_refusal "whole number" --servers=two
+expect_refusal "tls, mutual or none" --security=plain
+expect_refusal "set by the manifests" --rank=3
+expect_refusal "make_certs" --servers=2 --certs="$work/none"
+pass "render refuses bad arguments with a clear error"
+echo "test cases: $checks | $checks passed | 0 failed"
