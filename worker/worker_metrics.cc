@@ -1,8 +1,8 @@
 #include "worker/worker_metrics.h"
 
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -69,17 +69,12 @@ class WorkerCollectable final : public prometheus::Collectable {
 
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& address, int rank,
                                                                     const Trainer* trainer, const PsClient* client) {
-  std::unique_ptr<WorkerMetrics> endpoint(new WorkerMetrics());
-  try {
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
-  }
   auto collectable = std::make_shared<WorkerCollectable>(rank, trainer, client);
-  endpoint->exposer_->RegisterCollectable(collectable);
-  endpoint->collectable_ = collectable;
-  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
-  endpoint->port_ = ports.empty() ? 0 : ports.front();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
+      address, [collectable] { return prometheus::TextSerializer().Serialize(collectable->Collect()); });
+  if (!http.ok()) return http.status();
+  std::unique_ptr<WorkerMetrics> endpoint(new WorkerMetrics());
+  endpoint->http_ = *std::move(http);
   return endpoint;
 }
 

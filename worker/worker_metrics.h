@@ -2,7 +2,7 @@
 // samples/s, where the time went (pull wait, compute, push wait), bytes
 // pushed and pulled, and the client's retries, registrations, rewinds and
 // the trainer's rejoins. Read from the trainer and the client at each
-// scrape.
+// scrape, and served by common/metrics_http (not civetweb: see there why).
 #ifndef SHARDPS_WORKER_WORKER_METRICS_H_
 #define SHARDPS_WORKER_WORKER_METRICS_H_
 
@@ -10,12 +10,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/metrics_http.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
-
-namespace prometheus {
-class Exposer;
-}
 
 namespace shardps {
 
@@ -27,13 +24,11 @@ class WorkerMetrics {
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Start(const std::string& address, int rank,
                                                               const Trainer* trainer, const PsClient* client);
   ~WorkerMetrics();
-  int port() const { return port_; }
+  int port() const { return http_->port(); }
 
  private:
   WorkerMetrics() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<void> collectable_;
-  int port_ = 0;
+  std::unique_ptr<MetricsHttpServer> http_;
 };
 
 }  // namespace shardps

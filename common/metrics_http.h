@@ -1,0 +1,48 @@
+// A minimal HTTP endpoint for Prometheus scrapes: GET /metrics answers with
+// the text a callback renders at each scrape; other paths get 404. One
+// connection at a time on a thread of its own (scrapes come seconds apart).
+//
+// ps_worker uses it instead of prometheus-cpp's civetweb Exposer: civetweb
+// starts its threads with 100 KB stacks, and glibc refuses (EINVAL) to start
+// a thread whose stack cannot hold the process's static TLS, which cuBLASLt,
+// cuBLAS, cudart and OpenBLAS make about 170 KB in the worker.
+#ifndef SHARDPS_COMMON_METRICS_HTTP_H_
+#define SHARDPS_COMMON_METRICS_HTTP_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+
+namespace shardps {
+
+class MetricsHttpServer {
+ public:
+  // Listens on `address` ("0.0.0.0:9200", an IPv4 address; port 0 picks
+  // one). UNAVAILABLE naming the address and the OS's reason when it cannot.
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& address,
+                                                                   std::function<std::string()> render);
+  ~MetricsHttpServer();  // stops serving within ~100 ms.
+  MetricsHttpServer(const MetricsHttpServer&) = delete;
+  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  MetricsHttpServer(int fd, int port, std::function<std::string()> render);
+  void Serve();
+  void Answer(int connection) const;
+
+  const int fd_;
+  const int port_;
+  const std::function<std::string()> render_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_COMMON_METRICS_HTTP_H_
