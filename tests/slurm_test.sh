@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # deploy/slurm/ps_slurm on a real one-node Slurm (slurmctld, slurmd and munge
 # from Debian, a slurm.conf under the test's temp dir): a job of 2 servers and
-# 2 workers (oversubscribed on 2 cores) trains to its accuracy with exit code
-# 0; one with a server's job step cancelled mid-run recovers in its
+# 2 workers (oversubscribed on 2 cores), with mutual TLS and a job token,
+# trains to its accuracy with exit code 0; one with a server's job step cancelled mid-run recovers in its
 # allocation; one requeued mid-run resumes from its checkpoints; the scaling
 # harness runs its sweep as Slurm jobs; a failing one ends non-zero. Then
 # the daemons are stopped and nothing is left behind.
@@ -110,12 +110,14 @@ step_named() {
 # wait_step LOG N: until the worker log shows step N of an epoch.
 wait_step() { for _ in $(seq 1 600); do grep -q "step $2/" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
-id=$(submit plain) || fail "sbatch"
+id=$(submit secured --tls=mutual) || fail "sbatch"
 code=$(finish "$id")
-[ "$code" = 0:0 ] || { cat "$work/shared/plain/slurm-$id.out" "$work/shared/plain/run-0/"*.log; fail "job $id ended $code"; }
-acc=$(accuracy "$work/shared/plain/run-0/summary-0.json")
-awk -v a="$acc" 'BEGIN { exit !(a >= 0.84) }' || { cat "$work/shared/plain/slurm-$id.out" "$work/shared/plain/run-0/"*.log | tail -40; fail "test accuracy $acc < 0.84 after 2 epochs"; }
-pass "a 2-server, 2-worker job ends 0:0 with test accuracy $acc"
+[ "$code" = 0:0 ] || { cat "$work/shared/secured/slurm-$id.out" "$work/shared/secured/run-0/"*.log; fail "job $id ended $code"; }
+acc=$(accuracy "$work/shared/secured/run-0/summary-0.json")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.84) }' || { cat "$work/shared/secured/slurm-$id.out" "$work/shared/secured/run-0/"*.log | tail -40; fail "test accuracy $acc < 0.84 after 2 epochs"; }
+grep -q "mutual TLS, job token required" "$work/shared/secured/run-0/server-0.log" ||
+  { cat "$work/shared/secured/run-0/server-0.log"; fail "the servers did not serve mutual TLS with a token"; }
+pass "a 2-server, 2-worker job with mutual TLS and a job token ends 0:0 with test accuracy $acc"
 
 id=$(submit cancel) || fail "sbatch"
 wait_step "$work/shared/cancel/run-0/worker-0.log" 300 || fail "job $id did not reach step 300"

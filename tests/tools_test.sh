@@ -2,7 +2,8 @@
 # The operator tools on a real job: 2 ps_server processes and a ps_worker
 # (with a job token), then shardps_admin status | checkpoint | stop on both
 # servers, and shardps_ckpt list | merge, whose model Python's safetensors
-# package loads and checks against the shards (tests/check_merged_model.py).
+# package loads and checks against the shards (tests/check_merged_model.py);
+# then deploy/ps_launch --tls=mutual.
 # Prints a Catch2-style summary line for tools/test.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
@@ -84,4 +85,15 @@ for s in 0 1; do
 done
 pids=()
 pass "stop: both servers exit 0"
+
+# The local launcher with mutual TLS and a job token from make_certs.
+SHARDPS_BIN=$bin "$runfiles/deploy/ps_launch" --tls=mutual --servers=2 --workers=2 --out="$work/launch" \
+  --epochs=1 --max_steps_per_epoch=20 --log_every=0 > "$work/launch.out" 2>&1 || { cat "$work/launch.out"; fail "ps_launch --tls=mutual"; }
+for s in 0 1; do
+  grep -q "mutual TLS, job token required" "$work/launch/server-$s.log" || fail "server $s of ps_launch --tls=mutual"
+done
+grep -q "done: 20 steps" "$work/launch/worker-1.log" || fail "worker 1 of ps_launch --tls=mutual"
+"$runfiles/deploy/ps_launch" --tls=yes > "$work/launch.err" 2>&1 && fail "ps_launch --tls=yes was accepted"
+grep -q "none, tls or mutual" "$work/launch.err" || fail "ps_launch --tls=yes: $(cat "$work/launch.err")"
+pass "ps_launch --tls=mutual: both servers require client certificates and the token; the workers train"
 echo "All tests passed ($checks assertions in $checks test cases)"

@@ -8,14 +8,34 @@ mkdir -p "$run" "$job_dir/servers"
 rm -f "$job_dir/servers/"* "$run/stopping"
 echo "shardps: job $SLURM_JOB_ID, start $start, on $SLURM_JOB_NODELIST; logs in $run"
 
+# --tls: a CA, a certificate per node and a token for this start; servers are
+# named by their Slurm node names, which the certificates name.
+server_tls="" worker_tls="" server_host='$(hostname)'
+if [ "$tls" != none ]; then
+  certs=$job_dir/certs
+  if ! "$make_certs" --out="$certs" --hosts="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)" \
+       > "$run/make_certs.log" 2>&1; then
+    cat "$run/make_certs.log"; echo "shardps: make_certs failed"; exit 1
+  fi
+  worker_tls="--tls_ca=$certs/ca.pem --auth_token_file=$certs/token"
+  server_tls="$worker_tls --tls_cert=$certs/\$SLURMD_NODENAME.pem --tls_key=$certs/\$SLURMD_NODENAME.key"
+  if [ "$tls" = mutual ]; then
+    server_tls+=" --tls_mutual"
+    worker_tls+=" --tls_mutual --tls_cert=$certs/worker.pem --tls_key=$certs/worker.key"
+  fi
+  server_host='$SLURMD_NODENAME'
+  echo "shardps: $tls with a job token (certificates in $certs)"
+fi
+
 # Server $1 as a job step, on port port_base + $1, started again when it ends
 # abnormally (killed, its step cancelled), up to $restarts times.
 serve() {
   local id=$1 port=$((port_base + $1)) again=0 code
   while :; do
     srun --ntasks=1 --nodes=1 --overlap --kill-on-bad-exit=0 --job-name="server-$id" \
-      bash -c "echo \$(hostname):$port > $job_dir/servers/$id.new && mv $job_dir/servers/$id.new $job_dir/servers/$id &&
-               exec $server_bin --flagfile=$job_dir/job.flags --server_id=$id --port=$port" >> "$run/server-$id.log" 2>&1
+      bash -c "echo $server_host:$port > $job_dir/servers/$id.new && mv $job_dir/servers/$id.new $job_dir/servers/$id &&
+               exec $server_bin --flagfile=$job_dir/job.flags --server_id=$id --port=$port $server_tls" \
+      >> "$run/server-$id.log" 2>&1
     code=$?
     if [ "$code" = 0 ] || [ -e "$run/stopping" ]; then return 0; fi
     again=$((again + 1))
@@ -42,7 +62,7 @@ echo "shardps: servers at $addresses"
 gpu_args=()
 [ "$gpus" -gt 0 ] && gpu_args=(--gpus-per-task="$gpus")
 srun --ntasks="$workers" --overlap --kill-on-bad-exit=0 --job-name=workers "${gpu_args[@]}" \
-  bash -c "exec $worker_bin --flagfile=$job_dir/job.flags --servers=$addresses --rank=\$SLURM_PROCID \
+  bash -c "exec $worker_bin --flagfile=$job_dir/job.flags --servers=$addresses --rank=\$SLURM_PROCID $worker_tls \
            --summary_json=$run/summary-\$SLURM_PROCID.json > $run/worker-\$SLURM_PROCID.log 2>&1"
 workers_code=$?
 echo "shardps: workers ended with code $workers_code; stopping the servers"
