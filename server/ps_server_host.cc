@@ -1,61 +1,14 @@
 #include "server/ps_server_host.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <grpc/grpc.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/bulk_channel_args.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
-namespace {
-
-// Why `address`:`port` cannot be bound, as the OS says it (gRPC only logs
-// it): tries an IPv4 bind itself. Empty when the bind works.
-std::string BindFailure(const std::string& address, int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) return "not an IPv4 address";
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return std::strerror(errno);
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  std::string failure;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) failure = std::strerror(errno);
-  close(fd);
-  return failure;
-}
-
-absl::Status CannotListen(const std::string& address, int port) {
-  const std::string why = BindFailure(address, port);
-  return absl::UnavailableError(absl::StrCat("cannot listen on address ", address, " port ", port, ": ",
-                                             why.empty() ? "gRPC refused the address" : why));
-}
-
-// A plaintext server with nothing but the default health service (enabled
-// process-wide before the main server is built); `port` receives the bound
-// port. `unimplemented` answers every other method UNIMPLEMENTED (gRPC
-// needs a callback service to poll the health service's calls).
-std::unique_ptr<grpc::Server> StartHealthServer(const std::string& address, int requested, int* port,
-                                                grpc::CallbackGenericService* unimplemented) {
-  grpc::ServerBuilder builder;
-  builder.RegisterCallbackGenericService(unimplemented);
-  builder.AddListeningPort(absl::StrCat(address, ":", requested), grpc::InsecureServerCredentials(), port);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  return builder.BuildAndStart();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOptions& options,
                                                                   std::unique_ptr<ParameterServer> core,
@@ -80,11 +33,9 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   host->server_ = builder.BuildAndStart();
   if (host->server_ == nullptr || host->port_ == 0) return CannotListen(options.address, options.port);
   if (options.health_port >= 0) {
-    int bound = 0;
-    host->health_server_ = StartHealthServer(options.address, options.health_port, &bound,
-                                                &host->health_unimplemented_);
-    if (host->health_server_ == nullptr || bound == 0) return CannotListen(options.address, options.health_port);
-    host->health_port_ = bound;
+    absl::StatusOr<std::unique_ptr<HealthServer>> health = HealthServer::Start(options.address, options.health_port);
+    if (!health.ok()) return health.status();
+    host->health_ = *std::move(health);
   }
   if (options.metrics_port >= 0) {
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics =
@@ -95,7 +46,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   host->housekeeper_ = std::thread([h = host.get(), interval = options.tick_interval] { h->Housekeep(interval); });
   spdlog::info("server {} serving {} mode on port {} (metrics port {}, health port {}), incarnation {:016x}; {}{}",
                host->core_->server_id(), ModeName(host->core_->mode()), host->port_, host->metrics_port(),
-               host->health_port_,
+               host->health_port(),
                host->core_->incarnation(),
                options.tls.cert.empty() ? "plaintext" : (options.tls.mutual ? "mutual TLS" : "TLS"),
                options.auth_token.empty() ? ", no job token" : ", job token required");
@@ -111,19 +62,13 @@ void PsServerHost::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   stop_.Stop();
   if (housekeeper_.joinable()) housekeeper_.join();
-  if (health_server_ != nullptr) {
-    // Probes see NOT_SERVING while the final checkpoint is written.
-    health_server_->GetHealthCheckService()->SetServingStatus(false);
-  }
+  if (health_ != nullptr) health_->SetNotServing();  // while the final checkpoint is written
   core_->Shutdown();  // fails waiting pulls so their calls can finish.
   if (server_ != nullptr) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
-  if (health_server_ != nullptr) {
-    health_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-    health_server_->Wait();
-  }
+  health_.reset();
   metrics_.reset();
   spdlog::info("server {} stopped", core_->server_id());
 }

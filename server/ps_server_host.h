@@ -8,7 +8,6 @@
 #ifndef SHARDPS_SERVER_PS_SERVER_HOST_H_
 #define SHARDPS_SERVER_PS_SERVER_HOST_H_
 
-#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/server.h>
 
 #include <functional>
@@ -19,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/health_server.h"
 #include "common/security.h"
 #include "server/parameter_server.h"
 #include "server/server_metrics.h"
@@ -52,7 +52,7 @@ class PsServerHost {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_ ? metrics_->port() : -1; }
-  int health_port() const { return health_port_; }
+  int health_port() const { return health_ ? health_->port() : -1; }
   ParameterServer* core() { return core_.get(); }
 
   // Stops accepting calls, fails waiting pulls, waits up to `grace` for
@@ -67,13 +67,11 @@ class PsServerHost {
   Clock* clock_ = nullptr;
   std::unique_ptr<ServiceDispatcher> dispatcher_;
   std::unique_ptr<grpc::Server> server_;
-  grpc::CallbackGenericService health_unimplemented_;
-  std::unique_ptr<grpc::Server> health_server_;  // plaintext, health service only
+  std::unique_ptr<HealthServer> health_;  // plaintext, health service only
   std::unique_ptr<MetricsEndpoint> metrics_;
   std::thread housekeeper_;
   StopFlag stop_;
   int port_ = 0;
-  int health_port_ = -1;
   bool shut_down_ = false;
 };
 

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/health_server.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/server_process.h"
 #include "tests/temp_dir.h"
@@ -147,6 +148,18 @@ TEST_CASE("the health port answers probes in plaintext, with no token, and serve
 
   cluster.host(0)->Shutdown();
   REQUIRE(CheckHealth(health_address, &response).error_code() == grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_CASE("a health server says NOT_SERVING once its daemon is stopping", "[security]") {
+  auto health = HealthServer::Start("127.0.0.1", 0);
+  REQUIRE(health.ok());
+  const std::string address = absl::StrCat("127.0.0.1:", (*health)->port());
+  grpc::health::v1::HealthCheckResponse response;
+  REQUIRE(CheckHealth(address, &response).ok());
+  REQUIRE(response.status() == grpc::health::v1::HealthCheckResponse::SERVING);
+  (*health)->SetNotServing();
+  REQUIRE(CheckHealth(address, &response).ok());
+  REQUIRE(response.status() == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
 }
 
 TEST_CASE("the health port is off unless asked for, and a busy one is named", "[security]") {

@@ -43,10 +43,11 @@ for s in 0 1; do
   addresses+=("127.0.0.1:$port")
 done
 servers=$(IFS=,; echo "${addresses[*]}")
-"$bin/worker/ps_worker" --flagfile="$work/job.flags" --servers="$servers" --rank=0 --metrics_port=0 \
+"$bin/worker/ps_worker" --flagfile="$work/job.flags" --servers="$servers" --rank=0 --metrics_port=0 --health_port=0 \
   > "$work/worker.log" 2>&1 || { cat "$work/worker.log"; fail "the worker failed"; }
 grep -q "metrics on port [1-9]" "$work/worker.log" || { cat "$work/worker.log"; fail "the worker served no metrics"; }
-pass "a job of 2 servers and a worker (serving /metrics) trained 60 steps with a job token"
+grep -q "health port [1-9]" "$work/worker.log" || { cat "$work/worker.log"; fail "the worker served no health port"; }
+pass "a job of 2 servers and a worker (serving /metrics and gRPC health) trained 60 steps with a job token"
 
 admin="$bin/tools/shardps_admin --servers=$servers"
 out=$($admin status --flagfile="$work/job.flags") || { echo "$out"; fail "status"; }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
+#include "common/health_server.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/wire_dtype.h"
@@ -58,7 +59,9 @@ ABSL_FLAG(bool, stop_on_divergence, false,
           "after 2 epochs); without it a warning is logged and recorded in the summary. A loss that is not "
           "finite always stops the worker.");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; -1: off, 0: pick one (logged).");
-ABSL_FLAG(std::string, metrics_address, "0.0.0.0", "Address the metrics endpoint listens on.");
+ABSL_FLAG(int, health_port, -1,
+          "A plaintext port serving the gRPC health service (for probes); -1: off, 0: pick one (logged).");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0", "Address the metrics and health endpoints listen on.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
 ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
 ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");
@@ -153,6 +156,15 @@ absl::Status LoadData(uint64_t seed, absl::StatusOr<Dataset>& train, absl::Statu
   return test.status();
 }
 
+// --health_port: up from the start, so probes see a worker that waits for
+// its servers as alive. Null when off.
+absl::StatusOr<std::unique_ptr<HealthServer>> StartHealth() {
+  if (absl::GetFlag(FLAGS_health_port) < 0) return nullptr;
+  auto health = HealthServer::Start(absl::GetFlag(FLAGS_metrics_address), absl::GetFlag(FLAGS_health_port));
+  if (health.ok()) spdlog::info("health port {}", (*health)->port());
+  return health;
+}
+
 int Run() {
   const int rank = absl::GetFlag(FLAGS_rank);
   if (absl::Status s = SetUpLogging(absl::GetFlag(FLAGS_log_level), absl::StrCat("worker ", rank)); !s.ok()) {
@@ -163,6 +175,8 @@ int Run() {
     spdlog::critical("{}", std::string(s.message()));
     return 1;
   };
+  absl::StatusOr<std::unique_ptr<HealthServer>> health = StartHealth();
+  if (!health.ok()) return fail(health.status());
   absl::StatusOr<ClientOptions> client_options = ClientOptionsFromFlags();
   if (!client_options.ok()) return fail(client_options.status());
   const TrainerOptions trainer_options = TrainerOptionsFromFlags(*client_options);
