@@ -8,9 +8,7 @@ set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/bundle.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-checks=0
-fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
-pass() { checks=$((checks + 1)); echo "ok: $*"; }
+source "$runfiles/tests/checks.sh"
 
 root=$work/root
 bundle=$root/shardps
@@ -62,4 +60,4 @@ grep -q "no usable GPU" "$root/tmp/worker.log" || { cat "$root/tmp/worker.log"; 
 [ "$result" = "worker 0 server 0" ] || { cat "$root/tmp/worker.log" "$root/tmp/server.log"; fail "job: $result"; }
 grep -q "done: 20 steps" "$root/tmp/worker.log" || fail "worker did not train 20 steps"
 pass "a server and a worker from the bundle train 20 steps in the chroot"
-echo "All tests passed ($checks assertions in $checks test cases)"
+all_passed

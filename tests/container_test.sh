@@ -9,9 +9,7 @@
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/container.XXXXXX")
-checks=0
-fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
-pass() { checks=$((checks + 1)); echo "ok: $*"; }
+source "$runfiles/tests/checks.sh"
 [ "$(id -u)" = 0 ] || fail "needs root (debootstrap, podman's root store)"
 for tool in podman debootstrap runc; do command -v $tool > /dev/null || fail "$tool is missing: run tools/setup"; done
 
@@ -93,4 +91,4 @@ code=$(podman inspect --format '{{.State.ExitCode}}' shardps-server)
 [ "$code" = 0 ] || { podman logs shardps-server | tail; fail "the server exited $code on SIGTERM"; }
 ls -R "$work/checkpoints" | grep -q . || fail "no checkpoint on the host volume"
 pass "SIGTERM stops the server container with code 0 and its checkpoints on the host volume"
-echo "test cases: $checks | $checks passed | 0 failed"
+all_passed

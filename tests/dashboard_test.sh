@@ -6,9 +6,7 @@
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 dashboard=$runfiles/deploy/grafana/shardps-dashboard.json
-checks=0
-fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
-pass() { checks=$((checks + 1)); echo "ok: $*"; }
+source "$runfiles/tests/checks.sh"
 
 python=${SHARDPS_PY_VENV:-/opt/shardps-tools/venv}/bin/python
 [ -x "$python" ] || python=python3
@@ -22,4 +20,4 @@ for metric in $used; do
     || fail "the dashboard uses $metric, which nothing exports"
 done
 pass "all $(echo "$used" | wc -l) metrics it uses are exported"
-echo "All tests passed ($checks assertions in $checks test cases)"
+all_passed

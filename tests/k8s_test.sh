@@ -10,9 +10,7 @@ set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/k8s.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-checks=0
-fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
-pass() { checks=$((checks + 1)); echo "ok: $*"; }
+source "$runfiles/tests/checks.sh"
 venv=${SHARDPS_PY_VENV:-/opt/shardps-tools/venv}
 [ -x "$venv/bin/kubernetes-validate" ] || fail "no kubernetes-validate in $venv: run tools/setup"
 render=$runfiles/deploy/k8s/render
@@ -68,4 +66,4 @@ expect_refusal "tls, mutual or none" --security=plain
 expect_refusal "set by the manifests" --rank=3
 expect_refusal "make_certs" --servers=2 --certs="$work/none"
 pass "render refuses bad arguments with a clear error"
-echo "test cases: $checks | $checks passed | 0 failed"
+all_passed

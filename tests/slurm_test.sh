@@ -12,9 +12,7 @@ runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 # Under /tmp, not Bazel's long TEST_TMPDIR: slurmd's spool holds Unix sockets,
 # whose paths may not exceed 108 bytes.
 work=$(mktemp -d /tmp/shardps-slurm.XXXXXX)
-checks=0
-fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
-pass() { checks=$((checks + 1)); echo "ok: $*"; }
+source "$runfiles/tests/checks.sh"
 [ "$(id -u)" = 0 ] || fail "needs root to run slurmctld and slurmd"
 for b in slurmctld slurmd sbatch munged; do command -v "$b" > /dev/null || fail "no $b: run tools/setup"; done
 
@@ -175,4 +173,4 @@ pgrep -af "$conf" && fail "Slurm processes left behind"
 pgrep -ax slurmstepd && fail "slurmstepd left behind"
 ps -eo stat,comm | awk '$1 ~ /^Z/ && $2 ~ /slurm/ {found = 1} END {exit !found}' && fail "Slurm zombies left behind"
 pass "the daemons stopped; nothing left behind"
-echo "All tests passed ($checks assertions in $checks test cases)"
+all_passed

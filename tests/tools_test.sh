@@ -11,9 +11,7 @@ bin=$runfiles
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/tools.XXXXXX")
 pids=()
 trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
-checks=0
-fail() { echo "FAILED: $*"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
-pass() { checks=$((checks + 1)); echo "ok: $*"; }
+source "$runfiles/tests/checks.sh"
 python=${SHARDPS_PY_VENV:-/opt/shardps-tools/venv}/bin/python
 [ -x "$python" ] || fail "no Python venv with safetensors at $python: run tools/setup"
 
@@ -97,4 +95,4 @@ grep -q "done: 20 steps" "$work/launch/worker-1.log" || fail "worker 1 of ps_lau
 "$runfiles/deploy/ps_launch" --tls=yes > "$work/launch.err" 2>&1 && fail "ps_launch --tls=yes was accepted"
 grep -q "none, tls or mutual" "$work/launch.err" || fail "ps_launch --tls=yes: $(cat "$work/launch.err")"
 pass "ps_launch --tls=mutual: both servers require client certificates and the token; the workers train"
-echo "All tests passed ($checks assertions in $checks test cases)"
+all_passed
