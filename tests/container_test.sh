@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The container image (deploy/container/build_image) built offline and run
 # with podman: debootstrap from apt's mirror, the bundle from this build, then
-# the pods of deploy/k8s/render's manifests as containers: a ps_server (TLS and
-# a job token, checkpoints on a host volume) and a ps_worker training on the
-# image's Fashion-MNIST; a worker without the token is refused; the server
-# stops on SIGTERM with a final checkpoint. Images and containers live in a private podman store under the
-# test's temp dir, removed at the end. Prints a Catch2-style summary line.
+# the pods of deploy/k8s/render's manifests for 2 servers and 2 workers as
+# containers on podman's bridge network: the servers serve TLS with a job
+# token, the workers train on the image's Fashion-MNIST, a worker without the
+# token is refused, and the servers stop on SIGTERM with their final
+# checkpoints on a shared volume. Images and containers live in a private
+# podman store under the test's temp dir, removed at the end. Prints a
+# Catch2-style summary line.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/container.XXXXXX")
@@ -43,52 +45,71 @@ podman run --rm $image sh -c 'test -x /opt/shardps/bin/ps_server && test -x /opt
 [ "$(cat "$work/contents" | tr '\n' ' ')" = "4 bookworm 0 " ] || { cat "$work/contents"; fail "image contents"; }
 pass "a bookworm image with the bundle at /opt/shardps, Fashion-MNIST, no apt lists"
 
-# The pods of deploy/k8s/render's manifests, as podman containers: the
+# The pods of deploy/k8s/render's manifests for S=2, N=2, as podman
+# containers, each in a network namespace of its own on podman's bridge: the
 # StatefulSet's and the Indexed Job's commands and args (downward-API values
-# filled in as Kubernetes would), the ConfigMap at /etc/shardps/job.flags, the
-# Secret's files at /etc/shardps/tls, the claim at /checkpoints, and the
-# server's DNS name mapped to this host.
+# filled in as Kubernetes would: pod index, pod name, completion index), the
+# ConfigMap at /etc/shardps/job.flags, the Secret's files at /etc/shardps/tls,
+# the claim at /checkpoints, and the headless Service's DNS names mapped to
+# the server containers' addresses.
 python=${SHARDPS_PY_VENV:-/opt/shardps-tools/venv}/bin/python
 render=$runfiles/deploy/k8s/render
-port=$((20000 + RANDOM % 20000))
-"$runfiles/deploy/make_certs" --out="$work/certs" --hosts="$("$render" --print_hosts)" > /dev/null || fail "make_certs"
-"$render" --servers=1 --workers=1 --gpus_per_worker=0 --image=$image --port=$port --health_port=$((port + 1)) \
-  --metrics_port=$((port + 2)) --epochs=1 --max_steps_per_epoch=60 --log_every=0 > "$work/job.yaml" || fail "render"
-"$python" "$runfiles/tests/k8s_pod_command.py" "$work/job.yaml" flags > "$work/job.flags" || fail "job.flags"
-mapfile -t server_argv < <("$python" "$runfiles/tests/k8s_pod_command.py" "$work/job.yaml" StatefulSet \
-  SERVER_ID=0 POD_NAME=shardps-server-0)
-mapfile -t worker_argv < <("$python" "$runfiles/tests/k8s_pod_command.py" "$work/job.yaml" Job RANK=0)
-[ "${#server_argv[@]}" -gt 3 ] && [ "${#worker_argv[@]}" -gt 3 ] || fail "no pod commands in the manifests"
+pod_command() { "$python" "$runfiles/tests/k8s_pod_command.py" "$work/job.yaml" "$@"; }
+"$runfiles/deploy/make_certs" --out="$work/certs" --hosts="$("$render" --servers=2 --print_hosts)" > /dev/null ||
+  fail "make_certs"
+"$render" --servers=2 --workers=2 --gpus_per_worker=0 --image=$image --epochs=1 --max_steps_per_epoch=60 \
+  --log_every=0 > "$work/job.yaml" || fail "render"
+pod_command flags > "$work/job.flags" || fail "job.flags"
 mkdir -p "$work/checkpoints"
-mounts=(-v "$work/job.flags:/etc/shardps/job.flags:ro" -v "$work/certs:/etc/shardps/tls:ro")
-podman run -d --name shardps-server --network=host "${mounts[@]}" -v "$work/checkpoints:/checkpoints" $image \
-  "${server_argv[@]}" > /dev/null || fail "the server container does not start"
-listening=""
-for _ in $(seq 100); do
-  podman logs shardps-server 2>/dev/null | grep -q "^LISTENING port=$port " && listening=1 && break
-  sleep 0.1
+tls=(-v "$work/certs:/etc/shardps/tls:ro")
+hosts=()
+for s in 0 1; do
+  mapfile -t argv < <(pod_command StatefulSet SERVER_ID=$s POD_NAME=shardps-server-$s)
+  [ "${#argv[@]}" -gt 3 ] || fail "no server command in the manifests"
+  podman run -d --name shardps-server-$s --hostname shardps-server-$s "${tls[@]}" \
+    -v "$work/job.flags:/etc/shardps/job.flags:ro" -v "$work/checkpoints:/checkpoints" $image "${argv[@]}" \
+    > /dev/null || fail "server container $s does not start"
 done
-[ -n "$listening" ] || { podman logs shardps-server; fail "the server container is not listening on $port"; }
-pass "the StatefulSet's server command runs in the image (port $port, TLS, job token)"
+for s in 0 1; do
+  listening=""
+  for _ in $(seq 100); do
+    podman logs shardps-server-$s 2>/dev/null | grep -q "^LISTENING port=7000 metrics_port=9100 health_port=7100" &&
+      listening=1 && break
+    sleep 0.1
+  done
+  [ -n "$listening" ] || { podman logs shardps-server-$s; fail "server container $s is not listening on 7000"; }
+  podman logs shardps-server-$s 2>&1 | grep -q "server $s serving sync mode .*; TLS, job token required" ||
+    { podman logs shardps-server-$s; fail "server container $s does not serve TLS with the token as server $s"; }
+  hosts+=(--add-host="shardps-server-$s.shardps-server:$(podman inspect -f '{{.NetworkSettings.IPAddress}}' shardps-server-$s)")
+done
+pass "the StatefulSet's two server pods run from the image (ids from the pod index, own certificates, TLS, token)"
 
-worker=(podman run --rm --network=host --add-host=shardps-server-0.shardps-server:127.0.0.1 -v "$work/certs:/etc/shardps/tls:ro")
-# Pods have a network of their own; on the host's, the worker's metrics port moves off the server's.
-worker_argv+=(--metrics_port=$((port + 3)))
+worker() {  # worker RANK FLAGS_FILE [extra flags...]: runs rank RANK's pod in the foreground
+  local rank=$1 flags=$2
+  shift 2
+  mapfile -t argv < <(pod_command Job RANK="$rank")
+  podman run --rm --name shardps-worker-$rank "${hosts[@]}" "${tls[@]}" -v "$flags:/etc/shardps/job.flags:ro" \
+    $image "${argv[@]}" "$@"
+}
 grep -v auth_token_file "$work/job.flags" > "$work/no-token.flags"
-"${worker[@]}" -v "$work/no-token.flags:/etc/shardps/job.flags:ro" $image "${worker_argv[@]}" --server_timeout=3s \
-  > "$work/refused.log" 2>&1 &&
-  fail "a worker without the token was served"
+worker 0 "$work/no-token.flags" --server_timeout=3s > "$work/refused.log" 2>&1 && fail "a worker without the token was served"
 grep -q "job token" "$work/refused.log" || { cat "$work/refused.log"; fail "no clear refusal"; }
-pass "a worker container without the job token is refused"
-"${worker[@]}" -v "$work/job.flags:/etc/shardps/job.flags:ro" $image "${worker_argv[@]}" > "$work/worker.log" 2>&1 || { cat "$work/worker.log"; fail "the worker container failed"; }
-accuracy=$(sed -n 's/.*final test accuracy \([0-9.]*\).*/\1/p' "$work/worker.log")
-echo "worker: $(tail -1 "$work/worker.log")"
+pass "a worker pod without the job token is refused"
+worker 0 "$work/job.flags" > "$work/worker-0.log" 2>&1 &
+rank0=$!
+worker 1 "$work/job.flags" > "$work/worker-1.log" 2>&1 || { cat "$work/worker-1.log"; fail "worker pod 1 failed"; }
+wait $rank0 || { cat "$work/worker-0.log"; fail "worker pod 0 failed"; }
+accuracy=$(sed -n 's/.*final test accuracy \([0-9.]*\).*/\1/p' "$work/worker-0.log")
+echo "worker 0: $(tail -1 "$work/worker-0.log")"
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' || fail "test accuracy '$accuracy' after 60 steps is not above 0.5"
-pass "the Indexed Job's worker command trains on the image's Fashion-MNIST over TLS (test accuracy $accuracy)"
+grep -q "done: 60 steps" "$work/worker-1.log" || { cat "$work/worker-1.log"; fail "worker 1 did not train 60 steps"; }
+pass "the Indexed Job's two worker pods train on the image's Fashion-MNIST over TLS (test accuracy $accuracy)"
 
-podman stop -t 30 shardps-server > /dev/null || fail "podman stop"
-code=$(podman inspect --format '{{.State.ExitCode}}' shardps-server)
-[ "$code" = 0 ] || { podman logs shardps-server | tail; fail "the server exited $code on SIGTERM"; }
-ls -R "$work/checkpoints" | grep -q . || fail "no checkpoint on the host volume"
-pass "SIGTERM stops the server container with code 0 and its checkpoints on the host volume"
+for s in 0 1; do
+  podman stop -t 30 shardps-server-$s > /dev/null || fail "podman stop"
+  code=$(podman inspect --format '{{.State.ExitCode}}' shardps-server-$s)
+  [ "$code" = 0 ] || { podman logs shardps-server-$s | tail; fail "server $s exited $code on SIGTERM"; }
+  ls "$work/checkpoints" | grep -q "^shard-$s-of-2-step-60" || { ls -R "$work/checkpoints"; fail "no step-60 shard $s"; }
+done
+pass "SIGTERM stops both server pods with code 0, their step-60 shards on the shared volume"
 all_passed
