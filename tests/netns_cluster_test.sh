@@ -8,9 +8,8 @@ runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 cluster=$runfiles/deploy/netns/netns_cluster
 prefix=spstest$$
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/netns.XXXXXX")
-checks=0
-fail() { echo "FAILED: $*"; "$cluster" down --prefix="$prefix"; echo "test cases: $((checks + 1)) | $checks passed | 1 failed"; exit 1; }
-pass() { checks=$((checks + 1)); echo "ok: $*"; }
+source "$runfiles/tests/checks.sh"
+on_fail() { "$cluster" down --prefix="$prefix"; }
 if [ "$(id -u)" != 0 ] || ! ip netns list > /dev/null 2>&1; then
   echo "SKIPPED (not root): netns_cluster_test: network namespaces need root"
   exit 0
@@ -42,4 +41,4 @@ pass "a server in host 1 serves a client in host 0 over the shaped link ($ms ms 
 "$cluster" down --prefix="$prefix"
 [ "$(ip netns list | grep -c "^$prefix-")" = 0 ] || fail "namespaces left after down"
 pass "down removes every namespace"
-echo "All tests passed ($checks assertions in $checks test cases)"
+all_passed
