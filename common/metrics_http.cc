@@ -1,6 +1,7 @@
 #include "common/metrics_http.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -43,24 +44,32 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
     return Unavailable(address, "not host:port");
   }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
-    return Unavailable(address, "not an IPv4 address");
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &found) != 0) {
+    return Unavailable(address, "not an IPv4 or IPv6 address");
   }
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Unavailable(address, std::strerror(errno));
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  socklen_t length = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 16) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    const std::string why = std::strerror(errno);
-    close(fd);
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  const bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+                  bind(fd, found->ai_addr, found->ai_addrlen) == 0 && listen(fd, 16) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0;
+  const std::string why = ok ? "" : std::strerror(errno);
+  freeaddrinfo(found);
+  if (!ok) {
+    if (fd >= 0) close(fd);
     return Unavailable(address, why);
   }
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(render)));
+  const uint16_t net_port = bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port;
+  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(fd, ntohs(net_port), std::move(render)));
 }
 
 MetricsHttpServer::MetricsHttpServer(int fd, int port, std::function<std::string()> render)

@@ -2,10 +2,11 @@
 // the text a callback renders at each scrape; other paths get 404. One
 // connection at a time on a thread of its own (scrapes come seconds apart).
 //
-// ps_worker uses it instead of prometheus-cpp's civetweb Exposer: civetweb
-// starts its threads with 100 KB stacks, and glibc refuses (EINVAL) to start
-// a thread whose stack cannot hold the process's static TLS, which cuBLASLt,
-// cuBLAS, cudart and OpenBLAS make about 170 KB in the worker.
+// ps_server and ps_worker use it instead of prometheus-cpp's civetweb
+// Exposer: civetweb starts its threads with 100 KB stacks, and glibc refuses
+// (EINVAL) to start a thread whose stack cannot hold the process's static
+// TLS, which cuBLASLt, cuBLAS, cudart and OpenBLAS make about 170 KB in the
+// worker.
 #ifndef SHARDPS_COMMON_METRICS_HTTP_H_
 #define SHARDPS_COMMON_METRICS_HTTP_H_
 
@@ -21,8 +22,9 @@ namespace shardps {
 
 class MetricsHttpServer {
  public:
-  // Listens on `address` ("0.0.0.0:9200", an IPv4 address; port 0 picks
-  // one). UNAVAILABLE naming the address and the OS's reason when it cannot.
+  // Listens on `address` ("0.0.0.0:9200", "[::]:9200": a numeric IPv4 or
+  // IPv6 address; port 0 picks one). UNAVAILABLE naming the address and the
+  // OS's reason when it cannot.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& address,
                                                                    std::function<std::string()> render);
   ~MetricsHttpServer();  // stops serving within ~100 ms.

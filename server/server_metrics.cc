@@ -1,8 +1,8 @@
 #include "server/server_metrics.h"
 
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 
 #include <limits>
 
@@ -86,17 +86,12 @@ class StatsCollectable final : public prometheus::Collectable {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& address,
                                                                         ParameterServer* core) {
-  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
-  try {
-    endpoint->exposer_ = std::make_unique<prometheus::Exposer>(address);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
-  }
   auto collectable = std::make_shared<StatsCollectable>(core);
-  endpoint->exposer_->RegisterCollectable(collectable);
-  endpoint->collectable_ = collectable;
-  const std::vector<int> ports = endpoint->exposer_->GetListeningPorts();
-  endpoint->port_ = ports.empty() ? 0 : ports.front();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(
+      address, [collectable] { return prometheus::TextSerializer().Serialize(collectable->Collect()); });
+  if (!http.ok()) return http.status();
+  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+  endpoint->http_ = *std::move(http);
   return endpoint;
 }
 

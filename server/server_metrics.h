@@ -1,5 +1,6 @@
 // Prometheus metrics of one server, read from the core's Stats() at each
-// scrape, so the core itself knows nothing of Prometheus.
+// scrape, so the core itself knows nothing of Prometheus, and served by
+// common/metrics_http.
 #ifndef SHARDPS_SERVER_SERVER_METRICS_H_
 #define SHARDPS_SERVER_SERVER_METRICS_H_
 
@@ -7,11 +8,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/metrics_http.h"
 #include "server/parameter_server.h"
-
-namespace prometheus {
-class Exposer;
-}
 
 namespace shardps {
 
@@ -22,13 +20,11 @@ class MetricsEndpoint {
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& address,
                                                                 ParameterServer* core);
   ~MetricsEndpoint();
-  int port() const { return port_; }
+  int port() const { return http_->port(); }
 
  private:
   MetricsEndpoint() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<void> collectable_;
-  int port_ = 0;
+  std::unique_ptr<MetricsHttpServer> http_;
 };
 
 }  // namespace shardps

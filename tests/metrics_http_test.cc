@@ -80,11 +80,15 @@ TEST_CASE("metrics over HTTP: a busy port or a bad address is named; stopping fr
   REQUIRE_THAT(std::string(busy.message()), Catch::Contains("cannot serve metrics on " + address));
   REQUIRE_THAT(std::string(busy.message()), Catch::Contains("Address already in use"));
   REQUIRE_THAT(std::string(MetricsHttpServer::Start("example:80", [] { return std::string(); }).status().message()),
-               Catch::Contains("not an IPv4 address"));
+               Catch::Contains("not an IPv4 or IPv6 address"));
   REQUIRE_THAT(std::string(MetricsHttpServer::Start("127.0.0.1", [] { return std::string(); }).status().message()),
                Catch::Contains("not host:port"));
   first->reset();
   REQUIRE(MetricsHttpServer::Start(address, [] { return std::string(); }).ok());
+  // IPv6, as gRPC's --bind_address may be.
+  auto six = MetricsHttpServer::Start("[::1]:0", [] { return std::string(); });
+  REQUIRE(six.ok());
+  REQUIRE((*six)->port() > 0);
 }
 
 }  // namespace

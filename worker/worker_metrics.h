@@ -2,7 +2,7 @@
 // samples/s, where the time went (pull wait, compute, push wait), bytes
 // pushed and pulled, and the client's retries, registrations, rewinds and
 // the trainer's rejoins. Read from the trainer and the client at each
-// scrape, and served by common/metrics_http (not civetweb: see there why).
+// scrape, and served by common/metrics_http (not civetweb: see there why), as the server's are.
 #ifndef SHARDPS_WORKER_WORKER_METRICS_H_
 #define SHARDPS_WORKER_WORKER_METRICS_H_
 
