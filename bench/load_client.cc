@@ -11,10 +11,6 @@
 // to the baseline), heartbeat latency against the heartbeat interval, and
 // the server's RSS after warm-up; writes the RSS samples to --rss_csv.
 // Exits 1 if any call failed.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
+#include "common/metrics_http.h"
 #include "proto/shardps.grpc.pb.h"
 #include "worker/ps_client.h"
 
@@ -75,20 +72,7 @@ int64_t ServerRssKb(int pid) {
 
 // shardps_heap_bytes from the server's /metrics, in MB; 0 when unknown.
 double ServerHeapMb(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string page;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) page.append(buf, n);
-    }
-  }
-  close(fd);
+  const std::string page = ScrapeLoopbackMetrics(port);
   const size_t at = page.find("shardps_heap_bytes{");
   if (at == std::string::npos) return 0;
   return std::stod(page.substr(page.find("} ", at) + 2)) / (1 << 20);

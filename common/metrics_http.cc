@@ -118,4 +118,24 @@ void MetricsHttpServer::Answer(int connection) const {
   WriteAll(connection, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_()));
 }
 
+std::string HttpOnLoopback(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    WriteAll(fd, request);
+    char buffer[4096];
+    for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) answer.append(buffer, static_cast<size_t>(n));
+  }
+  if (fd >= 0) close(fd);
+  return answer;
+}
+
+std::string ScrapeLoopbackMetrics(int port) {
+  return HttpOnLoopback(port, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+}
+
 }  // namespace shardps

@@ -45,6 +45,14 @@ class MetricsHttpServer {
   std::thread thread_;
 };
 
+// The whole answer (status line, headers, body) of the HTTP server on
+// 127.0.0.1:`port` to `request`; empty when nothing answers there. For the
+// scrapers of benches and tests.
+std::string HttpOnLoopback(int port, const std::string& request);
+
+// HttpOnLoopback(port, a GET of /metrics).
+std::string ScrapeLoopbackMetrics(int port);
+
 }  // namespace shardps
 
 #endif  // SHARDPS_COMMON_METRICS_HTTP_H_

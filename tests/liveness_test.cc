@@ -4,38 +4,15 @@
 // workers' silence. No test sleeps: time moves only when the test says so.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <list>
 #include <optional>
 
+#include "common/metrics_http.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
 namespace {
 
-// GET /metrics from 127.0.0.1:port; the whole response.
-std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
-  close(fd);
-  return out;
-}
 
 // A server core on a manual clock, driven directly: each worker is a
 // session, each push carries small integers, so means compare with ==.
@@ -191,7 +168,7 @@ TEST_CASE("an idle worker's heartbeats keep it alive (real gRPC, manual clock)",
     REQUIRE(cluster.core(0)->Stats().heartbeats > before);
   }
   REQUIRE(cluster.core(0)->Stats().dead_workers_total == 0);
-  const std::string metrics = ScrapeMetrics(cluster.host(0)->metrics_port());
+  const std::string metrics = ScrapeLoopbackMetrics(cluster.host(0)->metrics_port());
   REQUIRE_THAT(metrics, Catch::Contains("shardps_live_workers{server=\"0\"} 1"));
   REQUIRE_THAT(metrics, Catch::Contains("shardps_dead_workers_total{server=\"0\"} 0"));
 }

@@ -31,18 +31,6 @@ int ConnectTo(int port) {
   return fd;
 }
 
-// Sends `request` and reads the whole answer.
-std::string Http(int port, const std::string& request) {
-  const int fd = ConnectTo(port);
-  if (fd < 0) return "";
-  std::string answer;
-  if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) answer.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return answer;
-}
 
 TEST_CASE("metrics over HTTP: rendered at each scrape, with clear errors for anything else", "[metrics]") {
   std::atomic<int> scrapes{0};
@@ -51,23 +39,23 @@ TEST_CASE("metrics over HTTP: rendered at each scrape, with clear errors for any
   const int port = (*server)->port();
   REQUIRE(port > 0);
 
-  const std::string first = Http(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string first = HttpOnLoopback(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   REQUIRE_THAT(first, Catch::StartsWith("HTTP/1.1 200 OK\r\n"));
   REQUIRE_THAT(first, Catch::Contains("Content-Type: text/plain; version=0.0.4"));
   REQUIRE_THAT(first, Catch::Contains("Content-Length: 10\r\n"));
   REQUIRE_THAT(first, Catch::EndsWith("\r\n\r\nscrapes 1\n"));
-  REQUIRE_THAT(Http(port, "GET /metrics?name[]=x HTTP/1.0\r\n\r\n"), Catch::EndsWith("scrapes 2\n"));
+  REQUIRE_THAT(HttpOnLoopback(port, "GET /metrics?name[]=x HTTP/1.0\r\n\r\n"), Catch::EndsWith("scrapes 2\n"));
 
-  REQUIRE_THAT(Http(port, "GET / HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 404 Not Found"));
-  REQUIRE_THAT(Http(port, "POST /metrics HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 405"));
-  REQUIRE_THAT(Http(port, "\r\n\r\n"), Catch::StartsWith("HTTP/1.1 405"));
+  REQUIRE_THAT(HttpOnLoopback(port, "GET / HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 404 Not Found"));
+  REQUIRE_THAT(HttpOnLoopback(port, "POST /metrics HTTP/1.1\r\n\r\n"), Catch::StartsWith("HTTP/1.1 405"));
+  REQUIRE_THAT(HttpOnLoopback(port, "\r\n\r\n"), Catch::StartsWith("HTTP/1.1 405"));
   REQUIRE(scrapes == 2);  // errors render nothing
 
   // A client that says nothing and hangs up does not stop the next one.
   const int silent = ConnectTo(port);
   REQUIRE(silent >= 0);
   close(silent);
-  REQUIRE_THAT(Http(port, "GET /metrics HTTP/1.1\r\n\r\n"), Catch::EndsWith("scrapes 3\n"));
+  REQUIRE_THAT(HttpOnLoopback(port, "GET /metrics HTTP/1.1\r\n\r\n"), Catch::EndsWith("scrapes 3\n"));
 }
 
 TEST_CASE("metrics over HTTP: a busy port or a bad address is named; stopping frees the port", "[metrics]") {

@@ -1,11 +1,7 @@
 // The trainer over real gRPC with an in-process server.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+#include "common/metrics_http.h"
 #include "tests/test_cluster.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
@@ -55,23 +51,6 @@ namespace shardps::testing {
 namespace {
 
 // GET /metrics on 127.0.0.1:port.
-std::string Scrape(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string page;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) page.append(buf, n);
-    }
-  }
-  close(fd);
-  return page;
-}
 
 TEST_CASE("a worker's metrics: steps, samples, the time split, bytes and retries", "[trainer][metrics]") {
   const Dataset train = SyntheticDataset(4000, 28, 28, 1);
@@ -93,7 +72,7 @@ TEST_CASE("a worker's metrics: steps, samples, the time split, bytes and retries
   auto metrics = WorkerMetrics::Start("127.0.0.1:0", 3, &trainer, client->get());
   REQUIRE(metrics.ok());
   REQUIRE(trainer.Run().ok());
-  const std::string page = Scrape((*metrics)->port());
+  const std::string page = ScrapeLoopbackMetrics((*metrics)->port());
   INFO(page);
   REQUIRE_THAT(page, Catch::Contains("shardps_worker_steps_total{rank=\"3\"} 25"));
   REQUIRE_THAT(page, Catch::Contains("shardps_worker_samples_total{rank=\"3\"} 800"));
