@@ -37,10 +37,6 @@ class HealthServer {
   int port_ = 0;
 };
 
-// Why `address`:`port` cannot be bound, as the OS says it (gRPC only logs
-// it), in an UNAVAILABLE status naming both.
-absl::Status CannotListen(const std::string& address, int port);
-
 }  // namespace shardps
 
 #endif  // SHARDPS_COMMON_HEALTH_SERVER_H_

@@ -13,17 +13,24 @@
 namespace shardps {
 namespace {
 
-absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+// The contents of the file that --`flag` names; FAILED_PRECONDITION naming
+// the flag, the path and the reason when it cannot be read.
+absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     return absl::FailedPreconditionError(absl::StrCat("cannot read --", flag, "=", path, ": ", std::strerror(errno)));
   }
   std::stringstream s;
   s << in.rdbuf();
-  if (s.str().find("-----BEGIN") == std::string::npos) {
+  return s.str();
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadFlagFile(flag, path);
+  if (pem.ok() && pem->find("-----BEGIN") == std::string::npos) {
     return absl::FailedPreconditionError(absl::StrCat("--", flag, "=", path, " holds no PEM block"));
   }
-  return s.str();
+  return pem;
 }
 
 }  // namespace
@@ -73,13 +80,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 
 absl::StatusOr<std::string> ReadAuthToken(const std::string& path) {
   if (path.empty()) return std::string();
-  std::ifstream in(path);
-  if (!in) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot read --auth_token_file=", path, ": ", std::strerror(errno)));
-  }
-  std::stringstream s;
-  s << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(s.str()));
+  absl::StatusOr<std::string> contents = ReadFlagFile("auth_token_file", path);
+  if (!contents.ok()) return contents.status();
+  std::string token(absl::StripAsciiWhitespace(*contents));
   if (token.empty()) return absl::FailedPreconditionError(absl::StrCat("--auth_token_file=", path, " is empty"));
   return token;
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/bulk_channel_args.h"
+#include "common/listen_error.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {

@@ -3,8 +3,7 @@
 //   shardps_ckpt list  --dir=CHECKPOINT_DIR
 //   shardps_ckpt merge --dir=CHECKPOINT_DIR [--step=T] --out=model.safetensors
 //
-// `list` prints each server's checkpointed steps and the steps every server
-// holds. `merge` writes the whole model at step T (default: the newest step
+// `list` prints the checkpointed steps every server holds. `merge` writes the whole model at step T (default: the newest step
 // every server holds) as one safetensors file: the layout's tensor names and
 // shapes, float32, the step in the metadata (server/model_export.h).
 #include <cstdio>
