@@ -9,24 +9,36 @@
 namespace shardps::testing {
 namespace {
 
+// One sync server and one connected mlp worker (batch 32) on the CPU.
+struct OneWorkerMlp {
+  explicit OneWorkerMlp(double momentum) : cluster(Options(momentum)) {
+    REQUIRE(model.ok());
+    client = PsClient::Connect(cluster.ClientFor(0, (*model)->layout()));
+    REQUIRE(client.ok());
+  }
+  static ServerOptions Options(double momentum) {
+    ServerOptions o = SyncOptions(1, 1);
+    o.job.partition_bytes = 64 << 10;
+    o.optimizer.lr = 0.05;
+    o.optimizer.momentum = momentum;
+    return o;
+  }
+
+  TestCluster cluster;
+  std::unique_ptr<Backend> backend = MakeCpuBackend(1);
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create("mlp", backend.get(), 32);
+  absl::StatusOr<std::unique_ptr<PsClient>> client;
+};
+
 TrainSummary TrainOnce(const Dataset& train, const Dataset& test) {
-  ServerOptions o = SyncOptions(1, 1);
-  o.job.partition_bytes = 64 << 10;
-  o.optimizer.lr = 0.05;
-  o.optimizer.momentum = 0.9;
-  TestCluster cluster(o);
-  auto backend = MakeCpuBackend(1);
-  auto model = Model::Create("mlp", backend.get(), 32);
-  REQUIRE(model.ok());
-  auto client = PsClient::Connect(cluster.ClientFor(0, (*model)->layout()));
-  REQUIRE(client.ok());
+  OneWorkerMlp job(/*momentum=*/0.9);
   TrainerOptions t;
   t.batch_size = 32;
   t.epochs = 2;
   t.max_steps_per_epoch = 25;
   t.seed = 9;
   t.log_every = 0;
-  Trainer trainer(t, model->get(), client->get(), &train, &test);
+  Trainer trainer(t, job.model->get(), job.client->get(), &train, &test);
   absl::StatusOr<TrainSummary> summary = trainer.Run();
   REQUIRE(summary.ok());
   return *summary;
@@ -44,32 +56,16 @@ TEST_CASE("one worker, fixed seed, sync: the same loss sequence twice", "[traine
   REQUIRE(a.final_test_accuracy > 0.5);  // the synthetic task is learnable; chance is 0.1
 }
 
-}  // namespace
-}  // namespace shardps::testing
-
-namespace shardps::testing {
-namespace {
-
-// GET /metrics on 127.0.0.1:port.
-
 TEST_CASE("a worker's metrics: steps, samples, the time split, bytes and retries", "[trainer][metrics]") {
   const Dataset train = SyntheticDataset(4000, 28, 28, 1);
   const Dataset test = SyntheticDataset(500, 28, 28, 2);
-  ServerOptions o = SyncOptions(1, 1);
-  o.job.partition_bytes = 64 << 10;
-  o.optimizer.lr = 0.05;
-  TestCluster cluster(o);
-  auto backend = MakeCpuBackend(1);
-  auto model = Model::Create("mlp", backend.get(), 32);
-  REQUIRE(model.ok());
-  auto client = PsClient::Connect(cluster.ClientFor(0, (*model)->layout()));
-  REQUIRE(client.ok());
+  OneWorkerMlp job(/*momentum=*/0);
   TrainerOptions t;
   t.batch_size = 32;
   t.max_steps_per_epoch = 25;
   t.log_every = 0;
-  Trainer trainer(t, model->get(), client->get(), &train, &test);
-  auto metrics = WorkerMetrics::Start("127.0.0.1:0", 3, &trainer, client->get());
+  Trainer trainer(t, job.model->get(), job.client->get(), &train, &test);
+  auto metrics = WorkerMetrics::Start("127.0.0.1:0", 3, &trainer, job.client->get());
   REQUIRE(metrics.ok());
   REQUIRE(trainer.Run().ok());
   const std::string page = ScrapeLoopbackMetrics((*metrics)->port());
