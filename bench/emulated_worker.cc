@@ -22,7 +22,6 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "bench/synthetic_layout.h"
@@ -31,17 +30,9 @@
 #include "common/process_cpu.h"
 #include "common/wire_dtype.h"
 #include "worker/pending_call.h"
+#include "worker/client_flags.h"
 #include "worker/ps_client.h"
 
-ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of every server, in server-id order.");
-ABSL_FLAG(int, rank, 0, "This worker's rank.");
-ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
-ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp.");
-ABSL_FLAG(int, staleness, 0, "ssp staleness.");
-ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk in bytes; must match the servers.");
-ABSL_FLAG(int, channels_per_server, 2, "gRPC channels per server.");
-ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
-ABSL_FLAG(int64_t, in_flight_bytes, 0, "Pushes (and pulls) in flight at once, in bytes; the rest queue by layer (0: no limit).");
 ABSL_FLAG(std::string, layout, "resnet50/10", "resnet50/10, or comma-separated tensor sizes in floats.");
 ABSL_FLAG(double, compute_ms, 190, "Emulated compute time per step (forward + backward).");
 ABSL_FLAG(int, batch_size, 32, "Nominal samples per step, for samples/s.");
@@ -175,21 +166,9 @@ int Fail(const absl::Status& s) {
 int Run() {
   absl::StatusOr<Layout> layout = SyntheticLayout(absl::GetFlag(FLAGS_layout));
   if (!layout.ok()) return Fail(layout.status());
-  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
-  if (!mode.ok()) return Fail(mode.status());
-  ClientOptions o;
-  o.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
-  o.rank = absl::GetFlag(FLAGS_rank);
-  o.job.mode = *mode;
-  o.job.staleness = absl::GetFlag(FLAGS_staleness);
-  o.job.num_servers = static_cast<int>(o.servers.size());
-  o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
-  o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
-  o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
-  o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
-  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
-  if (!wire_dtype.ok()) return Fail(wire_dtype.status());
-  o.wire_dtype = *wire_dtype;
+  absl::StatusOr<ClientOptions> options = ClientOptionsFromFlags();
+  if (!options.ok()) return Fail(options.status());
+  ClientOptions o = *std::move(options);
   o.layout = *layout;
   absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(o);
   if (!client.ok()) return Fail(client.status());

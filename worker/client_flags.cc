@@ -1,0 +1,67 @@
+#include "worker/client_flags.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/key_partition.h"
+#include "common/security.h"
+#include "common/wire_dtype.h"
+
+ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of every server, in server-id order.");
+ABSL_FLAG(int, rank, 0, "This worker's rank in [0, num_workers).");
+ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
+ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp; must match the servers.");
+ABSL_FLAG(int, staleness, 0, "ssp staleness; must match the servers.");
+ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk in bytes; must match the servers.");
+ABSL_FLAG(absl::Duration, pull_timeout, absl::Seconds(120), "Deadline of one pull (sync pulls wait for the slowest).");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat when idle this long.");
+ABSL_FLAG(int, channels_per_server, 2,
+          "gRPC channels (TCP connections) to each server; a layer's chunks for a server are spread over them.");
+ABSL_FLAG(int64_t, in_flight_bytes, 0,
+          "Bytes of pushes (and of pulls) in flight at once; the rest queue, earliest layer first (0: no limit).");
+ABSL_FLAG(std::string, wire_dtype, "float32",
+          "Encoding of gradients and weights on the wire: float32, or bfloat16 (half the bytes; values rounded "
+          "to 8 significant bits on the wire, the servers keep float32).");
+ABSL_FLAG(absl::Duration, server_timeout, absl::Minutes(5),
+          "How long to wait for a server that does not answer (down, restarting, paused, cut off) before "
+          "exiting with an error naming it; the wait is logged every 10 s.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
+ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
+ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");
+ABSL_FLAG(bool, tls_mutual, false, "Present --tls_cert to servers that require client certificates.");
+ABSL_FLAG(std::string, auth_token_file, "", "A file holding the job token, sent on every call. Empty: none.");
+
+namespace shardps {
+
+absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
+  ClientOptions o;
+  o.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
+  if (o.servers.empty()) return absl::InvalidArgumentError("--servers is empty");
+  o.rank = absl::GetFlag(FLAGS_rank);
+  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return mode.status();
+  o.job.mode = *mode;
+  o.job.staleness = absl::GetFlag(FLAGS_staleness);
+  o.job.num_servers = static_cast<int>(o.servers.size());
+  o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
+  o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  o.pull_timeout = absl::GetFlag(FLAGS_pull_timeout);
+  o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  o.server_timeout = absl::GetFlag(FLAGS_server_timeout);
+  o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) return wire_dtype.status();
+  o.wire_dtype = *wire_dtype;
+  o.tls = TlsFiles{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca),
+                   absl::GetFlag(FLAGS_tls_mutual)};
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) return token.status();
+  o.auth_token = *token;
+  return o;
+}
+
+}  // namespace shardps
