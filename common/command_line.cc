@@ -6,6 +6,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -30,10 +31,22 @@ void CollectForeignFlags(const std::string& path, std::vector<std::string>& out)
   }
 }
 
+// --help lists the flags defined in ShardPS's own sources (a binary's flags
+// may live beside its main, e.g. worker/client_flags.cc), not Abseil's.
+bool IsShardpsSource(absl::string_view file) {
+  for (absl::string_view dir : {"server/", "worker/", "bench/", "tools/", "common/"}) {
+    if (absl::StartsWith(file, dir)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<char*> ParseJobCommandLine(int argc, char** argv, const char* usage) {
   absl::SetProgramUsageMessage(usage);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = IsShardpsSource;
+  absl::SetFlagsUsageConfig(config);
   std::vector<std::string> foreign;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
