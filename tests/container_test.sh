@@ -71,15 +71,15 @@ for s in 0 1; do
     > /dev/null || fail "server container $s does not start"
 done
 for s in 0 1; do
+  # podman collects stdout and stderr apart: wait for the port line and the log line both.
   listening=""
   for _ in $(seq 100); do
-    podman logs shardps-server-$s 2>/dev/null | grep -q "^LISTENING port=7000 metrics_port=9100 health_port=7100" &&
-      listening=1 && break
+    podman logs shardps-server-$s > "$work/server-$s.log" 2>&1
+    grep -q "^LISTENING port=7000 metrics_port=9100 health_port=7100" "$work/server-$s.log" &&
+      grep -q "server $s serving sync mode .*; TLS, job token required" "$work/server-$s.log" && listening=1 && break
     sleep 0.1
   done
-  [ -n "$listening" ] || { podman logs shardps-server-$s; fail "server container $s is not listening on 7000"; }
-  podman logs shardps-server-$s 2>&1 | grep -q "server $s serving sync mode .*; TLS, job token required" ||
-    { podman logs shardps-server-$s; fail "server container $s does not serve TLS with the token as server $s"; }
+  [ -n "$listening" ] || { cat "$work/server-$s.log"; fail "server container $s does not serve TLS with the token on 7000 as server $s"; }
   hosts+=(--add-host="shardps-server-$s.shardps-server:$(podman inspect -f '{{.NetworkSettings.IPAddress}}' shardps-server-$s)")
 done
 pass "the StatefulSet's two server pods run from the image (ids from the pod index, own certificates, TLS, token)"
