@@ -26,7 +26,13 @@ def cuda_library(name, srcs, hdrs = [], deps = [], **kwargs):
             name = obj + "_nvcc",
             srcs = [src] + hdrs,
             outs = [obj],
-            cmd = "%s %s -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, src),
+            # nvcc names its temporary files by process id, and sandboxed
+            # actions all run as pid 2: each gets its own TMPDIR.
+            cmd = "t=$$(mktemp -d) && TMPDIR=$$t %s %s -c $(location %s) -o $@; r=$$?; rm -rf $$t; exit $$r" % (
+                NVCC,
+                NVCC_FLAGS,
+                src,
+            ),
             message = "nvcc " + src,
         )
         objects.append(obj)
