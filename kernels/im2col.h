@@ -1,9 +1,14 @@
-// im2col and col2im for a whole batch, for k x k convolutions with stride 1
-// and `pad` zero padding that keeps h x w.
+// im2col and col2im for a whole batch of channels-last (NHWC) images, for
+// k x k convolutions with stride 1 and `pad` zero padding that keeps h x w.
 //
-// Columns are (channels*k*k) x (batch*h*w): row (c, ky, kx), column
-// (n, y, x) holds image[n, c, y + ky - pad, x + kx - pad] (0 outside). One
-// GEMM with the (out x channels*k*k) weights then convolves the whole batch.
+// Columns are (batch*h*w) x (channels*k*k): row (n, y, x), column
+// (c, ky, kx) holds image[n, y + ky - pad, x + kx - pad, c] (0 outside). The
+// column order is the weights' (out x channels x k x k), so one GEMM with
+// the weights transposed gives the NHWC output of the whole batch, with no
+// layout swaps before or after.
+//
+// The launchers return cudaErrorInvalidValue when the columns hold 2^31
+// values or more (the kernels index in 32 bits).
 #ifndef SHARDPS_KERNELS_IM2COL_H_
 #define SHARDPS_KERNELS_IM2COL_H_
 
@@ -11,11 +16,11 @@
 
 namespace shardps {
 
-cudaError_t LaunchIm2Col(cudaStream_t stream, int batch, int channels, int h, int w, int k, int pad,
+cudaError_t LaunchIm2Col(cudaStream_t stream, int batch, int h, int w, int channels, int k, int pad,
                          const float* images, float* col);
-// The adjoint: images[n, c, y, x] = the sum of every column entry that
-// im2col copied from it. Overwrites `images`.
-cudaError_t LaunchCol2Im(cudaStream_t stream, int batch, int channels, int h, int w, int k, int pad,
+// The adjoint: images[n, y, x, c] = the sum, in (ky, kx) order, of every
+// column entry im2col copied from it. Overwrites `images`.
+cudaError_t LaunchCol2Im(cudaStream_t stream, int batch, int h, int w, int channels, int k, int pad,
                          const float* col, float* images);
 
 }  // namespace shardps

@@ -1,4 +1,5 @@
-// 2x2 max pooling with stride 2 over NCHW (h and w even) and its backward.
+// 2x2 max pooling with stride 2 over channels-last (NHWC) images (h and w
+// even: cudaErrorInvalidValue otherwise), and its backward.
 #ifndef SHARDPS_KERNELS_MAX_POOL_H_
 #define SHARDPS_KERNELS_MAX_POOL_H_
 
@@ -8,12 +9,12 @@
 
 namespace shardps {
 
-// argmax holds, per output, the index of the chosen input inside its image
-// plane; on ties the first in row-major order wins.
-cudaError_t LaunchMaxPool2(cudaStream_t stream, int batch, int channels, int h, int w, const float* x, float* y,
+// y[n, oy, ox, c] = the largest of its 2x2 window; argmax holds, per output,
+// the chosen window position 2 * dy + dx (the first in that order on ties).
+cudaError_t LaunchMaxPool2(cudaStream_t stream, int batch, int h, int w, int channels, const float* x, float* y,
                            int32_t* argmax);
-// dx gets dy at each argmax and 0 elsewhere (overwritten).
-cudaError_t LaunchMaxPool2Grad(cudaStream_t stream, int batch, int channels, int h, int w, const float* dy,
+// dx gets dy at each window's argmax and 0 elsewhere (overwritten).
+cudaError_t LaunchMaxPool2Grad(cudaStream_t stream, int batch, int h, int w, int channels, const float* dy,
                                const int32_t* argmax, float* dx);
 
 }  // namespace shardps

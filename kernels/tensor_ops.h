@@ -1,4 +1,5 @@
-// Layout kernels: fill, and swapping the two leading axes of a 3-d tensor.
+// Layout kernels: fill, and transposing each matrix of a batch (NCHW <->
+// NHWC, and flattening channels-last activations in NCHW order).
 #ifndef SHARDPS_KERNELS_TENSOR_OPS_H_
 #define SHARDPS_KERNELS_TENSOR_OPS_H_
 
@@ -10,8 +11,8 @@ namespace shardps {
 
 // x[i] = value for i < n.
 cudaError_t LaunchFill(cudaStream_t stream, int64_t n, float value, float* x);
-// y[j][i][s] = x[i][j][s] for x of shape a x b x inner.
-cudaError_t LaunchSwapLeadingAxes(cudaStream_t stream, int a, int b, int inner, const float* x, float* y);
+// y[n][j][i] = x[n][i][j] for x of shape batch x rows x cols.
+cudaError_t LaunchTransposeBatched(cudaStream_t stream, int batch, int rows, int cols, const float* x, float* y);
 
 }  // namespace shardps
 

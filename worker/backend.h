@@ -3,7 +3,8 @@
 // work. Pointers passed to the compute calls are in the backend's memory
 // (from Alloc); CopyIn/CopyOut move values to and from host memory.
 //
-// Shapes are row-major; images are NCHW. A backend is used by one thread.
+// Shapes are row-major; images are channels-last (NHWC) inside a model. A
+// backend is used by one thread.
 //
 // Compute calls may run asynchronously (the CUDA backend queues them on one
 // stream); CopyOut, SoftmaxCrossEntropy and Synchronize wait for the work
@@ -52,35 +53,38 @@ class Backend {
   virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                     const float* b, float beta, float* c) = 0;
 
-  // y[r, c] += bias[c] for a rows x cols matrix; db[c] = sum over r of dy[r, c].
-  virtual void AddRowBias(int rows, int cols, const float* bias, float* y) = 0;
+  // y[r, c] += bias[c] for a rows x cols matrix, then with `relu`
+  // y = max(y, 0). Channels-last activations make a convolution's output
+  // such a matrix (rows = batch * h * w, cols = channels).
+  virtual void AddRowBias(int rows, int cols, const float* bias, bool relu, float* y) = 0;
+  // db[c] = sum over r of dy[r, c].
   virtual void RowBiasGrad(int rows, int cols, const float* dy, float* db) = 0;
-  // y[n, c, s] += bias[c]; db[c] = sum over n, s of dy[n, c, s].
-  virtual void AddChannelBias(int batch, int channels, int spatial, const float* bias, float* y) = 0;
-  virtual void ChannelBiasGrad(int batch, int channels, int spatial, const float* dy, float* db) = 0;
+  // ReLU's backward and the bias gradient in one pass: dz = dy where y > 0,
+  // else 0 (y is the ReLU's output); db[c] = sum over r of dz[r, c]. dz may
+  // be dy.
+  virtual void ReluRowBiasGrad(int rows, int cols, const float* y, const float* dy, float* dz, float* db) = 0;
 
   // y = max(x, 0); dx = dy where y > 0, else 0.
   virtual void Relu(int64_t n, const float* x, float* y) = 0;
   virtual void ReluGrad(int64_t n, const float* y, const float* dy, float* dx) = 0;
 
-  // A batch of images (batch x channels x h x w) to columns
-  // (channels*k*k) x (batch*h*w) for a k x k convolution with stride 1 and
-  // `pad` zero padding that keeps h x w: row (c, ky, kx), column (n, y, x)
-  // holds image[n, c, y + ky - pad, x + kx - pad], 0 outside the image.
-  virtual void Im2Col(int batch, int channels, int h, int w, int k, int pad, const float* images,
-                      float* col) = 0;
-  // The adjoint: each image element gets the sum of the column entries taken
-  // from it. Overwrites `images`.
-  virtual void Col2Im(int batch, int channels, int h, int w, int k, int pad, const float* col,
-                      float* images) = 0;
-  // y[j][i][s] = x[i][j][s] for x of shape a x b x inner (NCHW <-> CNHW).
-  virtual void SwapLeadingAxes(int a, int b, int inner, const float* x, float* y) = 0;
+  // A batch of channels-last images (batch x h x w x channels) to columns
+  // (batch*h*w) x (channels*k*k) for a k x k convolution with stride 1 and
+  // `pad` zero padding that keeps h x w: row (n, y, x), column (c, ky, kx)
+  // holds image[n, y + ky - pad, x + kx - pad, c], 0 outside the image.
+  virtual void Im2Col(int batch, int h, int w, int channels, int k, int pad, const float* images, float* col) = 0;
+  // The adjoint: each image element gets the sum, in (ky, kx) order, of the
+  // column entries taken from it. Overwrites `images`.
+  virtual void Col2Im(int batch, int h, int w, int channels, int k, int pad, const float* col, float* images) = 0;
+  // y[n][j][i] = x[n][i][j] for x of shape batch x rows x cols (NCHW <-> NHWC).
+  virtual void TransposeBatched(int batch, int rows, int cols, const float* x, float* y) = 0;
 
-  // 2x2 max pooling with stride 2 (h, w even); argmax holds, per output, the
-  // index of the chosen input inside its image plane.
-  virtual void MaxPool2(int batch, int channels, int h, int w, const float* x, float* y, int32_t* argmax) = 0;
+  // 2x2 max pooling with stride 2 over channels-last images (h, w even);
+  // argmax holds, per output, the window position 2 * dy + dx it took (the
+  // first in that order on ties).
+  virtual void MaxPool2(int batch, int h, int w, int channels, const float* x, float* y, int32_t* argmax) = 0;
   // dx gets dy at each argmax and 0 elsewhere (overwritten).
-  virtual void MaxPool2Grad(int batch, int channels, int h, int w, const float* dy, const int32_t* argmax,
+  virtual void MaxPool2Grad(int batch, int h, int w, int channels, const float* dy, const int32_t* argmax,
                             float* dx) = 0;
 
   // Softmax over each row of logits (rows x classes), the mean cross-entropy

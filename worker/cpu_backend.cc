@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "worker/backend.h"
 
@@ -42,36 +43,27 @@ class CpuBackend final : public Backend {
                 ta ? m : k, b, tb ? k : n, beta, c, n);
   }
 
-  void AddRowBias(int rows, int cols, const float* bias, float* y) override {
+  void AddRowBias(int rows, int cols, const float* bias, bool relu, float* y) override {
     for (int r = 0; r < rows; ++r) {
       float* row = y + static_cast<int64_t>(r) * cols;
       for (int c = 0; c < cols; ++c) row[c] += bias[c];
+      if (relu) {
+        for (int c = 0; c < cols; ++c) row[c] = row[c] > 0 ? row[c] : 0.0f;
+      }
     }
   }
+  // Sums in double: a convolution's bias gradient adds batch * h * w values.
   void RowBiasGrad(int rows, int cols, const float* dy, float* db) override {
-    std::fill(db, db + cols, 0.0f);
+    std::vector<double> sums(cols, 0.0);
     for (int r = 0; r < rows; ++r) {
       const float* row = dy + static_cast<int64_t>(r) * cols;
-      for (int c = 0; c < cols; ++c) db[c] += row[c];
+      for (int c = 0; c < cols; ++c) sums[c] += row[c];
     }
+    for (int c = 0; c < cols; ++c) db[c] = static_cast<float>(sums[c]);
   }
-  void AddChannelBias(int batch, int channels, int spatial, const float* bias, float* y) override {
-    for (int n = 0; n < batch; ++n) {
-      for (int c = 0; c < channels; ++c) {
-        float* p = y + (static_cast<int64_t>(n) * channels + c) * spatial;
-        for (int s = 0; s < spatial; ++s) p[s] += bias[c];
-      }
-    }
-  }
-  void ChannelBiasGrad(int batch, int channels, int spatial, const float* dy, float* db) override {
-    for (int c = 0; c < channels; ++c) {
-      double sum = 0;
-      for (int n = 0; n < batch; ++n) {
-        const float* p = dy + (static_cast<int64_t>(n) * channels + c) * spatial;
-        for (int s = 0; s < spatial; ++s) sum += p[s];
-      }
-      db[c] = static_cast<float>(sum);
-    }
+  void ReluRowBiasGrad(int rows, int cols, const float* y, const float* dy, float* dz, float* db) override {
+    ReluGrad(static_cast<int64_t>(rows) * cols, y, dy, dz);
+    RowBiasGrad(rows, cols, dz, db);
   }
 
   void Relu(int64_t n, const float* x, float* y) override {
@@ -81,20 +73,20 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
   }
 
-  void Im2Col(int batch, int channels, int h, int w, int k, int pad, const float* images, float* col) override {
-    const int64_t spatial = static_cast<int64_t>(h) * w, width = batch * spatial;
-    for (int c = 0; c < channels; ++c) {
-      for (int ky = 0; ky < k; ++ky) {
-        for (int kx = 0; kx < k; ++kx) {
-          float* row = col + ((static_cast<int64_t>(c) * k + ky) * k + kx) * width;
-          for (int n = 0; n < batch; ++n) {
-            const float* image = images + (static_cast<int64_t>(n) * channels + c) * spatial;
-            float* out = row + n * spatial;
-            for (int y = 0; y < h; ++y) {
+  void Im2Col(int batch, int h, int w, int channels, int k, int pad, const float* images, float* col) override {
+    const int kk = k * k;
+    for (int n = 0; n < batch; ++n) {
+      const float* image = images + static_cast<int64_t>(n) * h * w * channels;
+      for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) {
+          float* row = col + ((static_cast<int64_t>(n) * h + y) * w + x) * channels * kk;
+          for (int c = 0; c < channels; ++c) {
+            for (int ky = 0; ky < k; ++ky) {
               const int iy = y + ky - pad;
-              for (int x = 0; x < w; ++x) {
+              for (int kx = 0; kx < k; ++kx) {
                 const int ix = x + kx - pad;
-                out[y * w + x] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? image[iy * w + ix] : 0.0f;
+                row[c * kk + ky * k + kx] =
+                    (iy >= 0 && iy < h && ix >= 0 && ix < w) ? image[(iy * w + ix) * channels + c] : 0.0f;
               }
             }
           }
@@ -102,65 +94,73 @@ class CpuBackend final : public Backend {
       }
     }
   }
-  void Col2Im(int batch, int channels, int h, int w, int k, int pad, const float* col, float* images) override {
-    const int64_t spatial = static_cast<int64_t>(h) * w, width = batch * spatial;
-    std::fill(images, images + batch * channels * spatial, 0.0f);
-    for (int c = 0; c < channels; ++c) {
-      for (int ky = 0; ky < k; ++ky) {
-        for (int kx = 0; kx < k; ++kx) {
-          const float* row = col + ((static_cast<int64_t>(c) * k + ky) * k + kx) * width;
-          for (int n = 0; n < batch; ++n) {
-            float* image = images + (static_cast<int64_t>(n) * channels + c) * spatial;
-            const float* in = row + n * spatial;
-            for (int y = 0; y < h; ++y) {
-              const int iy = y + ky - pad;
-              if (iy < 0 || iy >= h) continue;
-              for (int x = 0; x < w; ++x) {
-                const int ix = x + kx - pad;
-                if (ix >= 0 && ix < w) image[iy * w + ix] += in[y * w + x];
+  // A gather in (ky, kx) order, as the CUDA kernel sums.
+  void Col2Im(int batch, int h, int w, int channels, int k, int pad, const float* col, float* images) override {
+    const int kk = k * k, patch = channels * kk;
+    for (int n = 0; n < batch; ++n) {
+      for (int iy = 0; iy < h; ++iy) {
+        for (int ix = 0; ix < w; ++ix) {
+          float* out = images + ((static_cast<int64_t>(n) * h + iy) * w + ix) * channels;
+          for (int c = 0; c < channels; ++c) {
+            float sum = 0.0f;
+            for (int ky = 0; ky < k; ++ky) {
+              const int y = iy - ky + pad;
+              if (y < 0 || y >= h) continue;
+              for (int kx = 0; kx < k; ++kx) {
+                const int x = ix - kx + pad;
+                if (x < 0 || x >= w) continue;
+                sum += col[((static_cast<int64_t>(n) * h + y) * w + x) * patch + c * kk + ky * k + kx];
               }
             }
+            out[c] = sum;
           }
         }
       }
     }
   }
-  void SwapLeadingAxes(int a, int b, int inner, const float* x, float* y) override {
-    for (int i = 0; i < a; ++i) {
-      for (int j = 0; j < b; ++j) {
-        std::memcpy(y + (static_cast<int64_t>(j) * a + i) * inner, x + (static_cast<int64_t>(i) * b + j) * inner,
-                    inner * sizeof(float));
+  void TransposeBatched(int batch, int rows, int cols, const float* x, float* y) override {
+    const int64_t plane = static_cast<int64_t>(rows) * cols;
+    for (int n = 0; n < batch; ++n) {
+      for (int i = 0; i < rows; ++i) {
+        for (int j = 0; j < cols; ++j) {
+          y[n * plane + static_cast<int64_t>(j) * rows + i] = x[n * plane + static_cast<int64_t>(i) * cols + j];
+        }
       }
     }
   }
 
-  void MaxPool2(int batch, int channels, int h, int w, const float* x, float* y, int32_t* argmax) override {
+  void MaxPool2(int batch, int h, int w, int channels, const float* x, float* y, int32_t* argmax) override {
     const int oh = h / 2, ow = w / 2;
-    for (int64_t plane = 0; plane < static_cast<int64_t>(batch) * channels; ++plane) {
-      const float* in = x + plane * h * w;
+    const int64_t down = static_cast<int64_t>(w) * channels;
+    for (int n = 0; n < batch; ++n) {
       for (int oy = 0; oy < oh; ++oy) {
         for (int ox = 0; ox < ow; ++ox) {
-          int best = (2 * oy) * w + 2 * ox;
-          for (int dy = 0; dy < 2; ++dy) {
-            for (int dx = 0; dx < 2; ++dx) {
-              const int i = (2 * oy + dy) * w + 2 * ox + dx;
-              if (in[i] > in[best]) best = i;
+          const float* window = x + ((static_cast<int64_t>(n) * h + 2 * oy) * w + 2 * ox) * channels;
+          const int64_t o = ((static_cast<int64_t>(n) * oh + oy) * ow + ox) * channels;
+          for (int c = 0; c < channels; ++c) {
+            const float v[4] = {window[c], window[channels + c], window[down + c], window[down + channels + c]};
+            int best = 0;
+            for (int i = 1; i < 4; ++i) {
+              if (v[i] > v[best]) best = i;
             }
+            y[o + c] = v[best];
+            argmax[o + c] = best;
           }
-          const int64_t o = plane * oh * ow + oy * ow + ox;
-          y[o] = in[best];
-          argmax[o] = best;
         }
       }
     }
   }
-  void MaxPool2Grad(int batch, int channels, int h, int w, const float* dy, const int32_t* argmax,
+  void MaxPool2Grad(int batch, int h, int w, int channels, const float* dy, const int32_t* argmax,
                     float* dx) override {
-    const int64_t out_plane = (h / 2) * (w / 2);
-    std::fill(dx, dx + static_cast<int64_t>(batch) * channels * h * w, 0.0f);
-    for (int64_t plane = 0; plane < static_cast<int64_t>(batch) * channels; ++plane) {
-      for (int64_t o = 0; o < out_plane; ++o) {
-        dx[plane * h * w + argmax[plane * out_plane + o]] += dy[plane * out_plane + o];
+    const int oh = h / 2, ow = w / 2;
+    for (int n = 0; n < batch; ++n) {
+      for (int iy = 0; iy < h; ++iy) {
+        for (int ix = 0; ix < w; ++ix) {
+          float* out = dx + ((static_cast<int64_t>(n) * h + iy) * w + ix) * channels;
+          const int64_t o = ((static_cast<int64_t>(n) * oh + iy / 2) * ow + ix / 2) * channels;
+          const int position = 2 * (iy % 2) + ix % 2;
+          for (int c = 0; c < channels; ++c) out[c] = argmax[o + c] == position ? dy[o + c] : 0.0f;
+        }
       }
     }
   }

@@ -61,17 +61,16 @@ class CudaBackend final : public Backend {
             float* c) override {
     if (ok()) Keep(shardps::Gemm(*ctx_, ta, tb, m, n, k, alpha, a, b, beta, c));
   }
-  void AddRowBias(int rows, int cols, const float* bias, float* y) override {
-    if (ok()) Note(LaunchAddRowBias(stream(), rows, cols, bias, y), "add row bias");
+  void AddRowBias(int rows, int cols, const float* bias, bool relu, float* y) override {
+    if (ok()) Note(LaunchAddRowBias(stream(), rows, cols, bias, relu, y), relu ? "add row bias + relu" : "add row bias");
   }
   void RowBiasGrad(int rows, int cols, const float* dy, float* db) override {
-    if (ok()) Note(LaunchRowBiasGrad(stream(), rows, cols, dy, db), "row bias gradient");
+    void* scratch = Scratch(RowBiasGradScratchBytes(rows, cols));
+    if (ok()) Note(LaunchRowBiasGrad(stream(), rows, cols, dy, scratch, db), "row bias gradient");
   }
-  void AddChannelBias(int batch, int channels, int spatial, const float* bias, float* y) override {
-    if (ok()) Note(LaunchAddChannelBias(stream(), batch, channels, spatial, bias, y), "add channel bias");
-  }
-  void ChannelBiasGrad(int batch, int channels, int spatial, const float* dy, float* db) override {
-    if (ok()) Note(LaunchChannelBiasGrad(stream(), batch, channels, spatial, dy, db), "channel bias gradient");
+  void ReluRowBiasGrad(int rows, int cols, const float* y, const float* dy, float* dz, float* db) override {
+    void* scratch = Scratch(RowBiasGradScratchBytes(rows, cols));
+    if (ok()) Note(LaunchReluRowBiasGrad(stream(), rows, cols, y, dy, scratch, dz, db), "relu + row bias gradient");
   }
   void Relu(int64_t n, const float* x, float* y) override {
     if (ok()) Note(LaunchRelu(stream(), n, x, y), "relu");
@@ -79,21 +78,21 @@ class CudaBackend final : public Backend {
   void ReluGrad(int64_t n, const float* y, const float* dy, float* dx) override {
     if (ok()) Note(LaunchReluGrad(stream(), n, y, dy, dx), "relu gradient");
   }
-  void Im2Col(int batch, int channels, int h, int w, int k, int pad, const float* images, float* col) override {
-    if (ok()) Note(LaunchIm2Col(stream(), batch, channels, h, w, k, pad, images, col), "im2col");
+  void Im2Col(int batch, int h, int w, int channels, int k, int pad, const float* images, float* col) override {
+    if (ok()) Note(LaunchIm2Col(stream(), batch, h, w, channels, k, pad, images, col), "im2col");
   }
-  void Col2Im(int batch, int channels, int h, int w, int k, int pad, const float* col, float* images) override {
-    if (ok()) Note(LaunchCol2Im(stream(), batch, channels, h, w, k, pad, col, images), "col2im");
+  void Col2Im(int batch, int h, int w, int channels, int k, int pad, const float* col, float* images) override {
+    if (ok()) Note(LaunchCol2Im(stream(), batch, h, w, channels, k, pad, col, images), "col2im");
   }
-  void SwapLeadingAxes(int a, int b, int inner, const float* x, float* y) override {
-    if (ok()) Note(LaunchSwapLeadingAxes(stream(), a, b, inner, x, y), "swap leading axes");
+  void TransposeBatched(int batch, int rows, int cols, const float* x, float* y) override {
+    if (ok()) Note(LaunchTransposeBatched(stream(), batch, rows, cols, x, y), "batched transpose");
   }
-  void MaxPool2(int batch, int channels, int h, int w, const float* x, float* y, int32_t* argmax) override {
-    if (ok()) Note(LaunchMaxPool2(stream(), batch, channels, h, w, x, y, argmax), "max pool");
+  void MaxPool2(int batch, int h, int w, int channels, const float* x, float* y, int32_t* argmax) override {
+    if (ok()) Note(LaunchMaxPool2(stream(), batch, h, w, channels, x, y, argmax), "max pool");
   }
-  void MaxPool2Grad(int batch, int channels, int h, int w, const float* dy, const int32_t* argmax,
+  void MaxPool2Grad(int batch, int h, int w, int channels, const float* dy, const int32_t* argmax,
                     float* dx) override {
-    if (ok()) Note(LaunchMaxPool2Grad(stream(), batch, channels, h, w, dy, argmax, dx), "max pool gradient");
+    if (ok()) Note(LaunchMaxPool2Grad(stream(), batch, h, w, channels, dy, argmax, dx), "max pool gradient");
   }
 
   // The loss and count travel through the context's pinned buffer: the one
@@ -137,6 +136,12 @@ class CudaBackend final : public Backend {
   }
   bool Note(cudaError_t e, const std::string& what) { return e == cudaSuccess || Keep(CudaStatus(e, what)); }
 
+  // The context's workspace, at least `bytes` (null after an error).
+  void* Scratch(size_t bytes) {
+    if (!ok()) return nullptr;
+    absl::StatusOr<void*> scratch = ctx_->Workspace(std::max<size_t>(bytes, 4));
+    return Keep(scratch.status()) ? *scratch : nullptr;
+  }
   void* AllocBytes(int64_t bytes) {
     if (!ok()) return nullptr;
     void* p = nullptr;

@@ -22,27 +22,57 @@ class Scratch {
   void* p_ = nullptr;
 };
 
+// The bias of a Dense or Conv2D output (rows x cols) and its fused
+// activation.
+class BiasAndActivation {
+ public:
+  explicit BiasAndActivation(Activation act) : relu_(act == Activation::kRelu) {}
+  int positions() const { return relu_ ? 2 : 1; }
+  void Prepare(Backend& be, int64_t max_values) {
+    if (relu_) dz_.Reset(be, be.Alloc(max_values));
+  }
+  void Forward(Backend& be, int rows, int cols, const float* bias, float* y) {
+    be.AddRowBias(rows, cols, bias, relu_, y);
+  }
+  // Sets db; returns the gradient before the activation (dy itself without one).
+  const float* Backward(Backend& be, int rows, int cols, const float* y, const float* dy, float* db) {
+    if (!relu_) {
+      be.RowBiasGrad(rows, cols, dy, db);
+      return dy;
+    }
+    be.ReluRowBiasGrad(rows, cols, y, dy, dz_.floats(), db);
+    return dz_.floats();
+  }
+
+ private:
+  const bool relu_;
+  Scratch dz_;
+};
+
 class Dense final : public Layer {
  public:
-  Dense(Shape in, int out) : in_(static_cast<int>(in.Size())), out_(out) {}
+  Dense(Shape in, int out, Activation act) : in_(static_cast<int>(in.Size())), out_(out), bias_(act) {}
   std::string kind() const override { return "dense"; }
   Shape output() const override { return {out_, 1, 1}; }
+  int positions() const override { return bias_.positions(); }
   std::vector<ParamSpec> Params() const override {
     return {{"w", {in_, out_}, in_}, {"b", {out_}, in_}};
   }
+  void Prepare(Backend& be, int max_batch) override { bias_.Prepare(be, static_cast<int64_t>(max_batch) * out_); }
   void Forward(Backend& be, int batch, const float* x, float* y, const std::vector<float*>& p) override {
     be.Gemm(false, false, batch, out_, in_, 1.0f, x, p[0], 0.0f, y);  // y = x W
-    be.AddRowBias(batch, out_, p[1], y);
+    bias_.Forward(be, batch, out_, p[1], y);
   }
-  void Backward(Backend& be, int batch, const float* x, const float*, const float* dy, float* dx,
+  void Backward(Backend& be, int batch, const float* x, const float* y, const float* dy, float* dx,
                 const std::vector<float*>& p, const std::vector<float*>& g) override {
-    be.Gemm(true, false, in_, out_, batch, 1.0f, x, dy, 0.0f, g[0]);  // dW = x^T dy
-    be.RowBiasGrad(batch, out_, dy, g[1]);
-    if (dx != nullptr) be.Gemm(false, true, batch, in_, out_, 1.0f, dy, p[0], 0.0f, dx);  // dx = dy W^T
+    const float* dz = bias_.Backward(be, batch, out_, y, dy, g[1]);
+    be.Gemm(true, false, in_, out_, batch, 1.0f, x, dz, 0.0f, g[0]);  // dW = x^T dz
+    if (dx != nullptr) be.Gemm(false, true, batch, in_, out_, 1.0f, dz, p[0], 0.0f, dx);  // dx = dz W^T
   }
 
  private:
   const int in_, out_;
+  BiasAndActivation bias_;
 };
 
 class Relu final : public Layer {
@@ -62,41 +92,40 @@ class Relu final : public Layer {
   const Shape shape_;
 };
 
-// Same-padding k x k convolution, stride 1: im2col over the whole batch and
-// one GEMM, computed channel-major (CNHW) and swapped back to NCHW.
+// Same-padding k x k convolution, stride 1, channels-last: im2col over the
+// whole batch and one GEMM gives the output in NHWC, whose bias is a row
+// bias. The columns of the last forward are kept for backward's weight
+// gradient, then overwritten by the columns' gradient.
 class Conv2D final : public Layer {
  public:
-  Conv2D(Shape in, int out, int k) : in_(in), out_(out), k_(k) {}
+  Conv2D(Shape in, int out, int k, Activation act) : in_(in), out_(out), k_(k), bias_(act) {}
   std::string kind() const override { return "conv"; }
   Shape output() const override { return {out_, in_.h, in_.w}; }
+  int positions() const override { return bias_.positions(); }
   std::vector<ParamSpec> Params() const override {
     const int64_t fan_in = static_cast<int64_t>(in_.c) * k_ * k_;
     return {{"w", {out_, in_.c, k_, k_}, fan_in}, {"b", {out_}, fan_in}};
   }
   void Prepare(Backend& be, int max_batch) override {
-    const int64_t spatial = static_cast<int64_t>(in_.h) * in_.w;
-    col_.Reset(be, be.Alloc(Patch() * max_batch * spatial));
-    channel_major_.Reset(be, be.Alloc(static_cast<int64_t>(out_) * max_batch * spatial));
+    const int64_t pixels = static_cast<int64_t>(max_batch) * in_.h * in_.w;
+    col_.Reset(be, be.Alloc(pixels * Patch()));
+    bias_.Prepare(be, pixels * out_);
   }
   void Forward(Backend& be, int batch, const float* x, float* y, const std::vector<float*>& p) override {
-    const int spatial = in_.h * in_.w;
-    be.Im2Col(batch, in_.c, in_.h, in_.w, k_, k_ / 2, x, col_.floats());
-    // y (out x batch*spatial) = W (out x patch) col (patch x batch*spatial)
-    be.Gemm(false, false, out_, batch * spatial, Patch(), 1.0f, p[0], col_.floats(), 0.0f, channel_major_.floats());
-    be.SwapLeadingAxes(out_, batch, spatial, channel_major_.floats(), y);
-    be.AddChannelBias(batch, out_, spatial, p[1], y);
+    const int pixels = batch * in_.h * in_.w;
+    be.Im2Col(batch, in_.h, in_.w, in_.c, k_, k_ / 2, x, col_.floats());
+    // y (pixels x out) = col (pixels x patch) W^T (patch x out)
+    be.Gemm(false, true, pixels, out_, Patch(), 1.0f, col_.floats(), p[0], 0.0f, y);
+    bias_.Forward(be, pixels, out_, p[1], y);
   }
-  void Backward(Backend& be, int batch, const float* x, const float*, const float* dy, float* dx,
+  void Backward(Backend& be, int batch, const float*, const float* y, const float* dy, float* dx,
                 const std::vector<float*>& p, const std::vector<float*>& g) override {
-    const int spatial = in_.h * in_.w;
-    float* dy_cm = channel_major_.floats();
-    be.SwapLeadingAxes(batch, out_, spatial, dy, dy_cm);
-    be.Im2Col(batch, in_.c, in_.h, in_.w, k_, k_ / 2, x, col_.floats());
-    be.Gemm(false, true, out_, Patch(), batch * spatial, 1.0f, dy_cm, col_.floats(), 0.0f, g[0]);  // dW = dy col^T
-    be.ChannelBiasGrad(batch, out_, spatial, dy, g[1]);
+    const int pixels = batch * in_.h * in_.w;
+    const float* dz = bias_.Backward(be, pixels, out_, y, dy, g[1]);
+    be.Gemm(true, false, out_, Patch(), pixels, 1.0f, dz, col_.floats(), 0.0f, g[0]);  // dW = dz^T col
     if (dx != nullptr) {
-      be.Gemm(true, false, Patch(), batch * spatial, out_, 1.0f, p[0], dy_cm, 0.0f, col_.floats());  // dcol = W^T dy
-      be.Col2Im(batch, in_.c, in_.h, in_.w, k_, k_ / 2, col_.floats(), dx);
+      be.Gemm(false, false, pixels, Patch(), out_, 1.0f, dz, p[0], 0.0f, col_.floats());  // dcol = dz W
+      be.Col2Im(batch, in_.h, in_.w, in_.c, k_, k_ / 2, col_.floats(), dx);
     }
   }
 
@@ -104,7 +133,8 @@ class Conv2D final : public Layer {
   int Patch() const { return in_.c * k_ * k_; }
   const Shape in_;
   const int out_, k_;
-  Scratch col_, channel_major_;
+  BiasAndActivation bias_;
+  Scratch col_;
 };
 
 class MaxPool2D final : public Layer {
@@ -116,11 +146,11 @@ class MaxPool2D final : public Layer {
     argmax_.Reset(be, be.AllocInts(max_batch * output().Size()));
   }
   void Forward(Backend& be, int batch, const float* x, float* y, const std::vector<float*>&) override {
-    be.MaxPool2(batch, in_.c, in_.h, in_.w, x, y, argmax_.ints());
+    be.MaxPool2(batch, in_.h, in_.w, in_.c, x, y, argmax_.ints());
   }
   void Backward(Backend& be, int batch, const float*, const float*, const float* dy, float* dx,
                 const std::vector<float*>&, const std::vector<float*>&) override {
-    if (dx != nullptr) be.MaxPool2Grad(batch, in_.c, in_.h, in_.w, dy, argmax_.ints(), dx);
+    if (dx != nullptr) be.MaxPool2Grad(batch, in_.h, in_.w, in_.c, dy, argmax_.ints(), dx);
   }
 
  private:
@@ -128,29 +158,36 @@ class MaxPool2D final : public Layer {
   Scratch argmax_;
 };
 
-// NCHW is already contiguous per sample: flattening only copies values.
+// Channels-last samples (h*w x c) are written out in NCHW order (c x h*w),
+// a transpose per sample; with one channel or one pixel that is a copy.
 class Flatten final : public Layer {
  public:
   explicit Flatten(Shape in) : in_(in) {}
   std::string kind() const override { return "flatten"; }
   Shape output() const override { return {static_cast<int>(in_.Size()), 1, 1}; }
   void Forward(Backend& be, int batch, const float* x, float* y, const std::vector<float*>&) override {
-    be.Copy(y, x, batch * in_.Size());
+    if (IsCopy()) return be.Copy(y, x, batch * in_.Size());
+    be.TransposeBatched(batch, in_.h * in_.w, in_.c, x, y);
   }
   void Backward(Backend& be, int batch, const float*, const float*, const float* dy, float* dx,
                 const std::vector<float*>&, const std::vector<float*>&) override {
-    if (dx != nullptr) be.Copy(dx, dy, batch * in_.Size());
+    if (dx == nullptr) return;
+    if (IsCopy()) return be.Copy(dx, dy, batch * in_.Size());
+    be.TransposeBatched(batch, in_.c, in_.h * in_.w, dy, dx);
   }
 
  private:
+  bool IsCopy() const { return in_.c == 1 || in_.h * in_.w == 1; }
   const Shape in_;
 };
 
 }  // namespace
 
-std::unique_ptr<Layer> MakeDense(Shape in, int out) { return std::make_unique<Dense>(in, out); }
+std::unique_ptr<Layer> MakeDense(Shape in, int out, Activation act) { return std::make_unique<Dense>(in, out, act); }
 std::unique_ptr<Layer> MakeRelu(Shape in) { return std::make_unique<Relu>(in); }
-std::unique_ptr<Layer> MakeConv2D(Shape in, int out, int k) { return std::make_unique<Conv2D>(in, out, k); }
+std::unique_ptr<Layer> MakeConv2D(Shape in, int out, int k, Activation act) {
+  return std::make_unique<Conv2D>(in, out, k, act);
+}
 std::unique_ptr<Layer> MakeMaxPool2D(Shape in) { return std::make_unique<MaxPool2D>(in); }
 std::unique_ptr<Layer> MakeFlatten(Shape in) { return std::make_unique<Flatten>(in); }
 

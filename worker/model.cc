@@ -14,23 +14,21 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const std::string& name, Ba
     layers.push_back(std::move(layer));
     return layers.back()->output();
   };
+  // Each ReLU is fused into the layer before it; tensor names keep the
+  // unfused positions (layers.h, positions()).
+  constexpr Activation kRelu = Activation::kRelu;
   if (name == "mlp") {
     Shape s = add(MakeFlatten(input));
-    s = add(MakeDense(s, 256));
-    s = add(MakeRelu(s));
-    s = add(MakeDense(s, 128));
-    s = add(MakeRelu(s));
+    s = add(MakeDense(s, 256, kRelu));
+    s = add(MakeDense(s, 128, kRelu));
     add(MakeDense(s, classes));
   } else if (name == "cnn") {
-    Shape s = add(MakeConv2D(input, 32, 3));
-    s = add(MakeRelu(s));
+    Shape s = add(MakeConv2D(input, 32, 3, kRelu));
     s = add(MakeMaxPool2D(s));
-    s = add(MakeConv2D(s, 64, 3));
-    s = add(MakeRelu(s));
+    s = add(MakeConv2D(s, 64, 3, kRelu));
     s = add(MakeMaxPool2D(s));
     s = add(MakeFlatten(s));
-    s = add(MakeDense(s, 128));
-    s = add(MakeRelu(s));
+    s = add(MakeDense(s, 128, kRelu));
     add(MakeDense(s, classes));
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown model '", name, "'; want mlp or cnn"));
@@ -50,13 +48,15 @@ void Model::Build(std::vector<std::unique_ptr<Layer>> layers) {
   layers_ = std::move(layers);
   acts_.push_back(backend_->Alloc(max_batch_ * input_.Size()));
   dacts_.push_back(backend_->Alloc(max_batch_ * input_.Size()));
+  if (InputNeedsTranspose()) input_nchw_ = backend_->Alloc(max_batch_ * input_.Size());
+  int position = 0;
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = *layers_[l];
     layer.Prepare(*backend_, max_batch_);
     tensors_of_layer_.emplace_back();
     for (const ParamSpec& p : layer.Params()) {
       tensors_of_layer_.back().push_back(static_cast<uint32_t>(layout_.tensors.size()));
-      layout_.tensors.push_back({absl::StrCat(l, ".", layer.kind(), "/", p.name), p.dims});
+      layout_.tensors.push_back({absl::StrCat(position, ".", layer.kind(), "/", p.name), p.dims});
       specs_.push_back(p);
       const int64_t n = layout_.tensors.back().NumElements();
       weights_.push_back(backend_->Alloc(n));
@@ -65,6 +65,7 @@ void Model::Build(std::vector<std::unique_ptr<Layer>> layers) {
     const int64_t out = max_batch_ * layer.output().Size();
     acts_.push_back(backend_->Alloc(out));
     dacts_.push_back(backend_->Alloc(out));
+    position += layer.positions();
   }
   labels_ = backend_->AllocInts(max_batch_);
 }
@@ -75,6 +76,7 @@ Model::~Model() {
   for (float* p : acts_) backend_->Free(p);
   for (float* p : dacts_) backend_->Free(p);
   backend_->Free(labels_);
+  backend_->Free(input_nchw_);
 }
 
 std::vector<std::vector<float>> Model::InitialWeights(uint64_t seed) const {
@@ -98,7 +100,12 @@ std::vector<float*> Model::ParamsOf(int l, bool grads) {
 
 void Model::SetBatch(int batch, const float* images, const int32_t* labels) {
   batch_ = batch;
-  backend_->CopyIn(acts_[0], images, batch * input_.Size());
+  if (InputNeedsTranspose()) {
+    backend_->CopyIn(input_nchw_, images, batch * input_.Size());
+    backend_->TransposeBatched(batch, input_.c, input_.h * input_.w, input_nchw_, acts_[0]);
+  } else {
+    backend_->CopyIn(acts_[0], images, batch * input_.Size());
+  }
   backend_->CopyInInts(labels_, labels, batch);
 }
 

@@ -44,7 +44,8 @@ class Model {
   float* grads(uint32_t t) { return grads_[t]; }
   Backend& backend() { return *backend_; }
 
-  // Copies a batch (batch <= max_batch) of host images and labels in.
+  // Copies a batch (batch <= max_batch) of host images (NCHW, as datasets
+  // hold them) and labels in; images become channels-last on the backend.
   void SetBatch(int batch, const float* images, const int32_t* labels);
   void ForwardLayer(int l);
   // After the last forward layer: mean loss and correct count of the batch;
@@ -58,6 +59,8 @@ class Model {
   Model(Backend* backend, int max_batch, Shape input) : backend_(backend), max_batch_(max_batch), input_(input) {}
   void Build(std::vector<std::unique_ptr<Layer>> layers);
   std::vector<float*> ParamsOf(int l, bool grads);
+  // NCHW input differs from NHWC unless there is one channel or one pixel.
+  bool InputNeedsTranspose() const { return input_.c > 1 && input_.h * input_.w > 1; }
 
   Backend* const backend_;
   const int max_batch_;
@@ -70,6 +73,7 @@ class Model {
   std::vector<float*> acts_;   // acts_[0] input, acts_[l + 1] output of layer l
   std::vector<float*> dacts_;  // gradients of acts_
   int32_t* labels_ = nullptr;
+  float* input_nchw_ = nullptr;  // staging of NCHW input, when it needs a transpose
   int batch_ = 0;
 };
 

@@ -11,7 +11,7 @@
 namespace shardps {
 namespace {
 
-TEST_CASE("fill and swapping leading axes match the CPU", "[gpu]") {
+TEST_CASE("fill and batched transposes match the CPU", "[gpu]") {
   TwinBackends be;
   for (int64_t n : {1, 255, 257, (1 << 20) + 3}) {
     Twin x(be, n);
@@ -19,11 +19,11 @@ TEST_CASE("fill and swapping leading axes match the CPU", "[gpu]") {
     be.gpu->Fill(x.gpu(), n, 2.5f);
     RequireTwinClose(x, 0, 0);
   }
-  for (auto [a, b, inner] : {std::tuple{1, 1, 1}, {3, 5, 7}, {64, 33, 196}, {512, 32, 784}}) {
-    INFO("a " << a << " b " << b << " inner " << inner);
-    Twin x(be, RandomValues(int64_t{a} * b * inner, 1)), y(be, int64_t{a} * b * inner);
-    be.cpu->SwapLeadingAxes(a, b, inner, x.cpu(), y.cpu());
-    be.gpu->SwapLeadingAxes(a, b, inner, x.gpu(), y.gpu());
+  for (auto [batch, rows, cols] : {std::tuple{1, 1, 1}, {3, 5, 7}, {2, 33, 65}, {512, 49, 64}, {70000, 2, 3}}) {
+    INFO("batch " << batch << " rows " << rows << " cols " << cols);
+    Twin x(be, RandomValues(int64_t{batch} * rows * cols, 1)), y(be, int64_t{batch} * rows * cols);
+    be.cpu->TransposeBatched(batch, rows, cols, x.cpu(), y.cpu());
+    be.gpu->TransposeBatched(batch, rows, cols, x.gpu(), y.gpu());
     RequireTwinClose(y, 0, 0);
   }
 }
@@ -44,29 +44,41 @@ TEST_CASE("cuBLAS GEMM matches OpenBLAS in every transpose case", "[gpu]") {
   }
 }
 
-TEST_CASE("row and channel bias and their gradients match the CPU", "[gpu]") {
+TEST_CASE("row bias (with and without ReLU) and the bias gradients match the CPU", "[gpu]") {
   TwinBackends be;
-  for (auto [rows, cols] : {std::pair{1, 1}, {3, 10}, {513, 257}, {4096, 33}}) {
-    INFO("rows " << rows << " cols " << cols);
-    Twin y(be, RandomValues(int64_t{rows} * cols, 5)), bias(be, RandomValues(cols, 6)), db(be, cols);
-    be.cpu->AddRowBias(rows, cols, bias.cpu(), y.cpu());
-    be.gpu->AddRowBias(rows, cols, bias.gpu(), y.gpu());
-    RequireTwinClose(y, 0, 0);
-    be.cpu->RowBiasGrad(rows, cols, y.cpu(), db.cpu());
-    be.gpu->RowBiasGrad(rows, cols, y.gpu(), db.gpu());
-    RequireTwinClose(db, 1e-3f, 1e-4f);
+  // Dense shapes, and convolution outputs seen as (batch * h * w) x channels.
+  for (auto [rows, cols] : {std::pair{1, 1}, {3, 10}, {513, 257}, {4096, 33}, {512 * 784, 32}, {512 * 196, 64}}) {
+    for (bool relu : {false, true}) {
+      INFO("rows " << rows << " cols " << cols << " relu " << relu);
+      const int64_t n = int64_t{rows} * cols;
+      Twin y(be, RandomValues(n, 5)), bias(be, RandomValues(cols, 6)), db(be, RandomValues(cols, 7));
+      be.cpu->AddRowBias(rows, cols, bias.cpu(), relu, y.cpu());
+      be.gpu->AddRowBias(rows, cols, bias.gpu(), relu, y.gpu());
+      RequireTwinClose(y, 0, 0);
+      Twin dy(be, RandomValues(n, 8)), dz(be, RandomValues(n, 9));
+      if (relu) {
+        be.cpu->ReluRowBiasGrad(rows, cols, y.cpu(), dy.cpu(), dz.cpu(), db.cpu());
+        be.gpu->ReluRowBiasGrad(rows, cols, y.gpu(), dy.gpu(), dz.gpu(), db.gpu());
+        RequireTwinClose(dz, 0, 0);
+      } else {
+        be.cpu->RowBiasGrad(rows, cols, dy.cpu(), db.cpu());
+        be.gpu->RowBiasGrad(rows, cols, dy.gpu(), db.gpu());
+      }
+      // Sums of up to 400k values in [-1, 1]: float rounding differs by order.
+      RequireTwinClose(db, 1e-2f, 1e-4f);
+    }
   }
-  for (auto [batch, channels, spatial] : {std::tuple{1, 1, 1}, {3, 5, 7}, {65, 32, 784}, {512, 64, 49}}) {
-    INFO("batch " << batch << " channels " << channels << " spatial " << spatial);
-    const int64_t n = int64_t{batch} * channels * spatial;
-    Twin y(be, RandomValues(n, 7)), bias(be, RandomValues(channels, 8)), db(be, channels);
-    be.cpu->AddChannelBias(batch, channels, spatial, bias.cpu(), y.cpu());
-    be.gpu->AddChannelBias(batch, channels, spatial, bias.gpu(), y.gpu());
-    RequireTwinClose(y, 0, 0);
-    be.cpu->ChannelBiasGrad(batch, channels, spatial, y.cpu(), db.cpu());
-    be.gpu->ChannelBiasGrad(batch, channels, spatial, y.gpu(), db.gpu());
-    RequireTwinClose(db, 1e-2f, 1e-4f);
-  }
+}
+
+TEST_CASE("the bias gradient is deterministic and its fused ReLU may work in place", "[gpu]") {
+  TwinBackends be;
+  const int rows = 512 * 196, cols = 64;
+  Twin y(be, RandomValues(int64_t{rows} * cols, 10)), dy(be, RandomValues(int64_t{rows} * cols, 11));
+  Twin db1(be, cols), db2(be, cols), dz(be, int64_t{rows} * cols);
+  be.gpu->ReluRowBiasGrad(rows, cols, y.gpu(), dy.gpu(), dz.gpu(), db1.gpu());
+  be.gpu->ReluRowBiasGrad(rows, cols, y.gpu(), dy.gpu(), dy.gpu(), db2.gpu());  // dz = dy, in place
+  REQUIRE(db1.GpuValues() == db2.GpuValues());
+  REQUIRE(dz.GpuValues() == dy.GpuValues());
 }
 
 TEST_CASE("ReLU and its gradient match the CPU exactly", "[gpu]") {
@@ -83,41 +95,41 @@ TEST_CASE("ReLU and its gradient match the CPU exactly", "[gpu]") {
   }
 }
 
-TEST_CASE("im2col and col2im match the CPU", "[gpu]") {
+TEST_CASE("channels-last im2col and col2im match the CPU", "[gpu]") {
   struct Case {
-    int batch, channels, h, w, k, pad;
+    int batch, h, w, channels, k, pad;
   };
   TwinBackends be;
-  for (Case c : {Case{1, 1, 1, 1, 1, 0}, {2, 3, 5, 7, 3, 1}, {64, 32, 14, 14, 3, 1}, {3, 1, 28, 28, 5, 2},
-                 {512, 1, 28, 28, 3, 1}}) {
-    INFO("batch " << c.batch << " channels " << c.channels << " " << c.h << "x" << c.w << " k " << c.k);
+  for (Case c : {Case{1, 1, 1, 1, 1, 0}, {2, 5, 7, 3, 3, 1}, {64, 14, 14, 32, 3, 1}, {3, 28, 28, 1, 5, 2},
+                 {512, 28, 28, 1, 3, 1}, {512, 14, 14, 32, 3, 1}}) {
+    INFO("batch " << c.batch << " " << c.h << "x" << c.w << "x" << c.channels << " k " << c.k);
     const int64_t image = int64_t{c.batch} * c.channels * c.h * c.w;
     const int64_t cols = image * c.k * c.k;
-    Twin x(be, RandomValues(image, 11)), col(be, cols), back(be, image);
-    be.cpu->Im2Col(c.batch, c.channels, c.h, c.w, c.k, c.pad, x.cpu(), col.cpu());
-    be.gpu->Im2Col(c.batch, c.channels, c.h, c.w, c.k, c.pad, x.gpu(), col.gpu());
+    Twin x(be, RandomValues(image, 11)), col(be, cols), back(be, RandomValues(image, 12));
+    be.cpu->Im2Col(c.batch, c.h, c.w, c.channels, c.k, c.pad, x.cpu(), col.cpu());
+    be.gpu->Im2Col(c.batch, c.h, c.w, c.channels, c.k, c.pad, x.gpu(), col.gpu());
     RequireTwinClose(col, 0, 0);
-    be.cpu->Col2Im(c.batch, c.channels, c.h, c.w, c.k, c.pad, col.cpu(), back.cpu());
-    be.gpu->Col2Im(c.batch, c.channels, c.h, c.w, c.k, c.pad, col.gpu(), back.gpu());
-    RequireTwinClose(back, 1e-5f, 1e-5f);
+    be.cpu->Col2Im(c.batch, c.h, c.w, c.channels, c.k, c.pad, col.cpu(), back.cpu());
+    be.gpu->Col2Im(c.batch, c.h, c.w, c.channels, c.k, c.pad, col.gpu(), back.gpu());
+    RequireTwinClose(back, 0, 0);  // the same sums in the same order
   }
 }
 
-TEST_CASE("2x2 max pooling and its gradient match the CPU, first maximum on ties", "[gpu]") {
+TEST_CASE("channels-last 2x2 max pooling and its gradient match the CPU, first maximum on ties", "[gpu]") {
   TwinBackends be;
-  for (auto [batch, channels, h, w] : {std::tuple{1, 1, 2, 2}, {3, 5, 6, 10}, {64, 32, 28, 28}, {512, 64, 14, 14}}) {
-    INFO("batch " << batch << " channels " << channels << " " << h << "x" << w);
+  for (auto [batch, h, w, channels] : {std::tuple{1, 2, 2, 1}, {3, 6, 10, 5}, {64, 28, 28, 32}, {512, 14, 14, 64}}) {
+    INFO("batch " << batch << " " << h << "x" << w << "x" << channels);
     const int64_t in = int64_t{batch} * channels * h * w, out = in / 4;
     for (bool ties : {false, true}) {
       Twin x(be, ties ? std::vector<float>(in, 1.0f) : RandomValues(in, 12)), y(be, out);
       Twin dy(be, RandomValues(out, 13)), dx(be, RandomValues(in, 14));  // dx starts dirty: overwritten
       int32_t* cpu_arg = be.cpu->AllocInts(out);
       int32_t* gpu_arg = be.gpu->AllocInts(out);
-      be.cpu->MaxPool2(batch, channels, h, w, x.cpu(), y.cpu(), cpu_arg);
-      be.gpu->MaxPool2(batch, channels, h, w, x.gpu(), y.gpu(), gpu_arg);
+      be.cpu->MaxPool2(batch, h, w, channels, x.cpu(), y.cpu(), cpu_arg);
+      be.gpu->MaxPool2(batch, h, w, channels, x.gpu(), y.gpu(), gpu_arg);
       RequireTwinClose(y, 0, 0);
-      be.cpu->MaxPool2Grad(batch, channels, h, w, dy.cpu(), cpu_arg, dx.cpu());
-      be.gpu->MaxPool2Grad(batch, channels, h, w, dy.gpu(), gpu_arg, dx.gpu());
+      be.cpu->MaxPool2Grad(batch, h, w, channels, dy.cpu(), cpu_arg, dx.cpu());
+      be.gpu->MaxPool2Grad(batch, h, w, channels, dy.gpu(), gpu_arg, dx.gpu());
       RequireTwinClose(dx, 0, 0);
       be.cpu->Free(cpu_arg);
       be.gpu->Free(gpu_arg);
