@@ -1,6 +1,6 @@
 // emulated_worker: a worker whose compute is a fixed time per step, on a
 // synthetic layout, for the scaling harness. It talks to real servers
-// exactly as ps_worker does (worker/ps_client): every tensor's pull is issued
+// exactly as ps_worker does (client/ps_client): every tensor's pull is issued
 // at the start of a step and the forward pass of tensor t waits only for it;
 // backward pushes each tensor as soon as its share of the compute time has
 // passed, last tensor first; the step ends when every push is acknowledged.
@@ -29,9 +29,9 @@
 #include "common/malloc_tuning.h"
 #include "common/process_cpu.h"
 #include "common/wire_dtype.h"
-#include "worker/pending_call.h"
-#include "worker/client_flags.h"
-#include "worker/ps_client.h"
+#include "client/pending_call.h"
+#include "client/client_flags.h"
+#include "client/ps_client.h"
 
 ABSL_FLAG(std::string, layout, "resnet50/10", "resnet50/10, or comma-separated tensor sizes in floats.");
 ABSL_FLAG(double, compute_ms, 190, "Emulated compute time per step (forward + backward).");

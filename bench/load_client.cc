@@ -29,7 +29,7 @@
 #include "common/malloc_tuning.h"
 #include "common/metrics_http.h"
 #include "proto/shardps.grpc.pb.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 ABSL_FLAG(std::string, server, "", "host:port of the one server (an async job of --threads + 1 workers).");
 ABSL_FLAG(int, server_pid, 0, "The server's pid, to sample its RSS (0: not sampled).");

@@ -27,7 +27,7 @@
 #include "bench/baselines.h"
 #include "common/malloc_tuning.h"
 #include "common/wire_dtype.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of the servers (an async job of --clients workers).");
 ABSL_FLAG(int, clients, 1, "Client threads, one worker rank each; must equal the servers' --num_workers.");

@@ -32,7 +32,7 @@ void CollectForeignFlags(const std::string& path, std::vector<std::string>& out)
 }
 
 // --help lists the flags defined in ShardPS's own sources (a binary's flags
-// may live beside its main, e.g. worker/client_flags.cc), not Abseil's.
+// may live beside its main, e.g. client/client_flags.cc), not Abseil's.
 bool IsShardpsSource(absl::string_view file) {
   for (absl::string_view dir : {"server/", "worker/", "bench/", "tools/", "common/"}) {
     if (absl::StartsWith(file, dir)) return true;

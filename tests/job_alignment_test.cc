@@ -1,8 +1,8 @@
-// worker/job_alignment.h: how a worker joins a job from what every server
+// client/job_alignment.h: how a worker joins a job from what every server
 // answered. Pure; no sockets.
 #include <catch2/catch.hpp>
 
-#include "worker/job_alignment.h"
+#include "client/job_alignment.h"
 
 namespace shardps {
 namespace {

@@ -1,9 +1,9 @@
-// worker/ps_requests.h: requests built from tensors and pull answers decoded
+// client/ps_requests.h: requests built from tensors and pull answers decoded
 // into them, without sockets.
 #include <catch2/catch.hpp>
 
 #include "common/tensor_frame.h"
-#include "worker/ps_requests.h"
+#include "client/ps_requests.h"
 
 namespace shardps {
 namespace {

@@ -16,7 +16,7 @@
 #include "common/layout.h"
 #include "proto/shardps.grpc.pb.h"
 #include "server/ps_server_host.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 namespace shardps::testing {
 

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "worker/transfer_queue.h"
+#include "client/transfer_queue.h"
 
 namespace shardps {
 namespace {

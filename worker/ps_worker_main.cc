@@ -14,11 +14,11 @@
 #include "common/wire_dtype.h"
 #include "kernels/cuda_context.h"
 #include "spdlog/spdlog.h"
-#include "worker/client_flags.h"
+#include "client/client_flags.h"
 #include "worker/cuda_backend.h"
 #include "worker/dataset.h"
 #include "worker/model.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
 

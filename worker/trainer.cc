@@ -9,7 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/process_cpu.h"
-#include "worker/pending_call.h"
+#include "client/pending_call.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {

@@ -21,8 +21,8 @@
 #include "worker/dataset.h"
 #include "worker/divergence_watch.h"
 #include "worker/model.h"
-#include "worker/pending_call.h"
-#include "worker/ps_client.h"
+#include "client/pending_call.h"
+#include "client/ps_client.h"
 
 namespace shardps {
 

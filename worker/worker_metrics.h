@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/metrics_http.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 #include "worker/trainer.h"
 
 namespace shardps {

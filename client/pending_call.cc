@@ -1,4 +1,4 @@
-#include "worker/pending_call.h"
+#include "client/pending_call.h"
 
 #include <utility>
 

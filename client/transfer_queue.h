@@ -8,8 +8,8 @@
 //
 // Thread-safe. Transfers start on the thread that submits or that finishes
 // an earlier transfer, never under the queue's lock.
-#ifndef SHARDPS_WORKER_TRANSFER_QUEUE_H_
-#define SHARDPS_WORKER_TRANSFER_QUEUE_H_
+#ifndef SHARDPS_CLIENT_TRANSFER_QUEUE_H_
+#define SHARDPS_CLIENT_TRANSFER_QUEUE_H_
 
 #include <cstdint>
 #include <functional>
@@ -56,4 +56,4 @@ class TransferQueue {
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_TRANSFER_QUEUE_H_
+#endif  // SHARDPS_CLIENT_TRANSFER_QUEUE_H_

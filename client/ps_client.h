@@ -9,8 +9,8 @@
 // Register() again and continues at the step it returns.
 //
 // Thread-safe: pushes and pulls of different tensors may be in flight at once.
-#ifndef SHARDPS_WORKER_PS_CLIENT_H_
-#define SHARDPS_WORKER_PS_CLIENT_H_
+#ifndef SHARDPS_CLIENT_PS_CLIENT_H_
+#define SHARDPS_CLIENT_PS_CLIENT_H_
 
 #include <cstdint>
 #include <functional>
@@ -45,7 +45,7 @@ struct ClientOptions {
   absl::Duration wait_log_interval = absl::Seconds(10);
   int channels_per_server = 1;
   // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
-  // queue, earliest layer first (worker/transfer_queue.h). 0: no limit.
+  // queue, earliest layer first (client/transfer_queue.h). 0: no limit.
   int64_t in_flight_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
   // The encoding of values on the wire: float32, or bfloat16 (half the
@@ -121,4 +121,4 @@ class PsClient {
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_PS_CLIENT_H_
+#endif  // SHARDPS_CLIENT_PS_CLIENT_H_

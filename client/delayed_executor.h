@@ -4,8 +4,8 @@
 // themselves whether their work is still wanted.
 //
 // Thread-safe.
-#ifndef SHARDPS_WORKER_DELAYED_EXECUTOR_H_
-#define SHARDPS_WORKER_DELAYED_EXECUTOR_H_
+#ifndef SHARDPS_CLIENT_DELAYED_EXECUTOR_H_
+#define SHARDPS_CLIENT_DELAYED_EXECUTOR_H_
 
 #include <functional>
 #include <map>
@@ -45,4 +45,4 @@ class DelayedExecutor {
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_DELAYED_EXECUTOR_H_
+#endif  // SHARDPS_CLIENT_DELAYED_EXECUTOR_H_

@@ -1,4 +1,4 @@
-#include "worker/transfer_queue.h"
+#include "client/transfer_queue.h"
 
 #include <utility>
 

@@ -1,8 +1,8 @@
 // Waiting for the PsClient's asynchronous calls, and the push that pulls its
 // tensors ahead for the next step. Shared by the trainer and the emulated
 // worker, which drive steps the same way.
-#ifndef SHARDPS_WORKER_PENDING_CALL_H_
-#define SHARDPS_WORKER_PENDING_CALL_H_
+#ifndef SHARDPS_CLIENT_PENDING_CALL_H_
+#define SHARDPS_CLIENT_PENDING_CALL_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 namespace shardps {
 
@@ -32,4 +32,4 @@ std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, int64_t step, s
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_PENDING_CALL_H_
+#endif  // SHARDPS_CLIENT_PENDING_CALL_H_

@@ -1,4 +1,4 @@
-#include "worker/server_connection.h"
+#include "client/server_connection.h"
 
 #include <algorithm>
 

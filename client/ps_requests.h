@@ -2,8 +2,8 @@
 // sockets: tensors are cut into the keys of the layout and grouped into one
 // request per (server, lane), where a server's lanes are its channels and
 // its chunks go to them in turn. Tested on their own (tests/ps_requests_test).
-#ifndef SHARDPS_WORKER_PS_REQUESTS_H_
-#define SHARDPS_WORKER_PS_REQUESTS_H_
+#ifndef SHARDPS_CLIENT_PS_REQUESTS_H_
+#define SHARDPS_CLIENT_PS_REQUESTS_H_
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "common/key_partition.h"
 #include "proto/shardps.pb.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 namespace shardps {
 
@@ -95,4 +95,4 @@ absl::Status DecodePullAnswer(const grpc::ByteBuffer& answer, const std::vector<
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_PS_REQUESTS_H_
+#endif  // SHARDPS_CLIENT_PS_REQUESTS_H_

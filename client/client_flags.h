@@ -2,12 +2,12 @@
 // bench/emulated_worker): the servers, this worker's rank, the job view that
 // must match the servers', timeouts, the wire and the job's TLS and token;
 // and the ClientOptions they make.
-#ifndef SHARDPS_WORKER_CLIENT_FLAGS_H_
-#define SHARDPS_WORKER_CLIENT_FLAGS_H_
+#ifndef SHARDPS_CLIENT_CLIENT_FLAGS_H_
+#define SHARDPS_CLIENT_CLIENT_FLAGS_H_
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 ABSL_DECLARE_FLAG(int, rank);
 
@@ -20,4 +20,4 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags();
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_CLIENT_FLAGS_H_
+#endif  // SHARDPS_CLIENT_CLIENT_FLAGS_H_

@@ -1,7 +1,7 @@
 // PsClient over gRPC: a ServerConnection per server (channels, retries,
-// re-registration, heartbeats), requests built by worker/ps_requests.h,
+// re-registration, heartbeats), requests built by client/ps_requests.h,
 // every server called in parallel, and joining the job (with a rewind when a
-// server restarted) by worker/job_alignment.h.
+// server restarted) by client/job_alignment.h.
 #include <atomic>
 #include <thread>
 
@@ -13,12 +13,12 @@
 #include "common/key_partition.h"
 #include "common/tensor_frame.h"
 #include "spdlog/spdlog.h"
-#include "worker/delayed_executor.h"
-#include "worker/job_alignment.h"
-#include "worker/ps_client.h"
-#include "worker/ps_requests.h"
-#include "worker/server_connection.h"
-#include "worker/transfer_queue.h"
+#include "client/delayed_executor.h"
+#include "client/job_alignment.h"
+#include "client/ps_client.h"
+#include "client/ps_requests.h"
+#include "client/server_connection.h"
+#include "client/transfer_queue.h"
 
 namespace shardps {
 

@@ -14,8 +14,8 @@
 //  - anything else fails at once, prefixed with the server's id and address.
 //
 // Thread-safe. StopAndCancel() then AwaitIdle() before destruction.
-#ifndef SHARDPS_WORKER_SERVER_CONNECTION_H_
-#define SHARDPS_WORKER_SERVER_CONNECTION_H_
+#ifndef SHARDPS_CLIENT_SERVER_CONNECTION_H_
+#define SHARDPS_CLIENT_SERVER_CONNECTION_H_
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -32,8 +32,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "proto/shardps.grpc.pb.h"
-#include "worker/delayed_executor.h"
-#include "worker/ps_client.h"
+#include "client/delayed_executor.h"
+#include "client/ps_client.h"
 
 namespace shardps {
 
@@ -138,4 +138,4 @@ class ServerConnection {
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_SERVER_CONNECTION_H_
+#endif  // SHARDPS_CLIENT_SERVER_CONNECTION_H_

@@ -1,4 +1,4 @@
-#include "worker/job_alignment.h"
+#include "client/job_alignment.h"
 
 #include <algorithm>
 #include <iterator>

@@ -1,4 +1,4 @@
-#include "worker/ps_requests.h"
+#include "client/ps_requests.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/tensor_frame.h"

@@ -1,4 +1,4 @@
-#include "worker/delayed_executor.h"
+#include "client/delayed_executor.h"
 
 #include <vector>
 

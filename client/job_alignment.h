@@ -12,8 +12,8 @@
 //    a server that rewound meanwhile refuses.
 //  - a server with no weights while others have trained is a lost shard
 //    (restarted without a --checkpoint_dir): the job cannot go on.
-#ifndef SHARDPS_WORKER_JOB_ALIGNMENT_H_
-#define SHARDPS_WORKER_JOB_ALIGNMENT_H_
+#ifndef SHARDPS_CLIENT_JOB_ALIGNMENT_H_
+#define SHARDPS_CLIENT_JOB_ALIGNMENT_H_
 
 #include <cstdint>
 #include <string>
@@ -55,4 +55,4 @@ JoinPlan PlanJoin(Mode mode, const std::vector<ServerJoinView>& servers);
 
 }  // namespace shardps
 
-#endif  // SHARDPS_WORKER_JOB_ALIGNMENT_H_
+#endif  // SHARDPS_CLIENT_JOB_ALIGNMENT_H_

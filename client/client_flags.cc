@@ -1,4 +1,4 @@
-#include "worker/client_flags.h"
+#include "client/client_flags.h"
 
 #include <string>
 #include <vector>
