@@ -10,19 +10,13 @@ namespace {
 template <bool kRelu>
 __device__ float BiasThenRelu(float v, float b) {
   v += b;
-  return kRelu && v < 0.0f ? 0.0f : v;
-}
-template <bool kRelu>
-__device__ float4 BiasThenRelu(float4 v, float4 b) {
-  return make_float4(BiasThenRelu<kRelu>(v.x, b.x), BiasThenRelu<kRelu>(v.y, b.y), BiasThenRelu<kRelu>(v.z, b.z),
-                     BiasThenRelu<kRelu>(v.w, b.w));
+  return kRelu ? (v > 0.0f ? v : 0.0f) : v;
 }
 
 // Column c of element i is tracked incrementally along the grid-stride loop
-// (one division per thread, not per element). V floats at a time: with
-// cols % 4 == 0 the rows are float4-aligned and V = 4.
-template <bool kRelu, typename V>
-__global__ void AddRowBiasKernel(int64_t total, int cols, const V* bias, V* y) {
+// (one division per thread, not per element).
+template <bool kRelu>
+__global__ void AddRowBiasKernel(int64_t total, int cols, const float* bias, float* y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
@@ -109,26 +103,15 @@ cudaError_t LaunchBiasGrad(cudaStream_t stream, int rows, int cols, const float*
   return cudaGetLastError();
 }
 
-template <bool kRelu>
-void AddRowBiasOn(cudaStream_t stream, int rows, int cols, const float* bias, float* y) {
-  const int64_t total = static_cast<int64_t>(rows) * cols;
-  const bool aligned = (reinterpret_cast<uintptr_t>(bias) | reinterpret_cast<uintptr_t>(y)) % sizeof(float4) == 0;
-  if (cols % 4 == 0 && aligned) {
-    AddRowBiasKernel<kRelu, float4><<<StridedBlocksFor(total / 4), kThreadsPerBlock, 0, stream>>>(
-        total / 4, cols / 4, reinterpret_cast<const float4*>(bias), reinterpret_cast<float4*>(y));
-  } else {
-    AddRowBiasKernel<kRelu, float><<<StridedBlocksFor(total), kThreadsPerBlock, 0, stream>>>(total, cols, bias, y);
-  }
-}
-
 }  // namespace
 
 cudaError_t LaunchAddRowBias(cudaStream_t stream, int rows, int cols, const float* bias, bool relu, float* y) {
   if (static_cast<int64_t>(rows) * cols <= 0) return cudaSuccess;
+  const int64_t total = static_cast<int64_t>(rows) * cols;
   if (relu) {
-    AddRowBiasOn<true>(stream, rows, cols, bias, y);
+    AddRowBiasKernel<true><<<BlocksFor(total), kThreadsPerBlock, 0, stream>>>(total, cols, bias, y);
   } else {
-    AddRowBiasOn<false>(stream, rows, cols, bias, y);
+    AddRowBiasKernel<false><<<BlocksFor(total), kThreadsPerBlock, 0, stream>>>(total, cols, bias, y);
   }
   return cudaGetLastError();
 }

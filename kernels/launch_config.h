@@ -15,13 +15,6 @@ inline unsigned BlocksFor(int64_t elements) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 1 << 20));
 }
 
-// For grid-stride loops that should give each thread several elements (to
-// spread per-thread set-up over them): at most 4096 blocks, about 8 per SM
-// of the largest GPUs.
-inline unsigned StridedBlocksFor(int64_t elements) {
-  return std::min(BlocksFor(elements), 4096u);
-}
-
 }  // namespace shardps
 
 #endif  // SHARDPS_KERNELS_LAUNCH_CONFIG_H_
