@@ -19,7 +19,8 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   std::unique_ptr<PsServerHost> host(new PsServerHost());
   host->core_ = std::move(core);
   host->clock_ = clock;
-  host->dispatcher_ = std::make_unique<ServiceDispatcher>(host->core_.get(), options.auth_token, options.on_admin_stop);
+  host->dispatcher_ = std::make_unique<ServiceDispatcher>(host->core_.get(), options.auth_token, options.on_admin_stop,
+                                                          options.trace);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.address, ":", options.port);

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/health_server.h"
 #include "common/security.h"
+#include "common/trace.h"
 #include "server/parameter_server.h"
 #include "server/server_metrics.h"
 #include "server/service_dispatcher.h"
@@ -36,6 +37,7 @@ struct HostOptions {
   TlsFiles tls;            // no cert and key: plaintext
   std::string auth_token;  // empty: calls need no token
   std::function<void()> on_admin_stop;  // ADMIN_STOP asks for this (empty: refused)
+  Trace* trace = nullptr;  // records pushes arriving and pulls answered; borrowed
 };
 
 class PsServerHost {

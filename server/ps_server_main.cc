@@ -12,6 +12,7 @@
 #include "common/malloc_tuning.h"
 #include "common/shutdown_signal.h"
 #include "server/parameter_server.h"
+#include "common/trace.h"
 #include "server/ps_server_host.h"
 #include "spdlog/spdlog.h"
 
@@ -67,6 +68,9 @@ ABSL_FLAG(bool, tls_mutual, false, "Require clients to present a certificate sig
 ABSL_FLAG(std::string, auth_token_file, "",
           "A file holding the job token; every call must carry it (UNAUTHENTICATED otherwise). Empty: none.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error, critical or off.");
+ABSL_FLAG(std::string, trace_file, "",
+          "Write a Chrome/Perfetto trace (JSON) of every push arriving, apply and pull answered here at shutdown. "
+          "Empty: none.");
 
 namespace shardps {
 namespace {
@@ -135,6 +139,10 @@ int Run(ShutdownSignal& signal) {
     return 2;
   }
   if (int code = StoppedDuringStartUp(signal, "before start-up"); code >= 0) return code;
+  const std::string trace_file = absl::GetFlag(FLAGS_trace_file);
+  std::unique_ptr<Trace> trace;
+  if (!trace_file.empty()) trace = std::make_unique<Trace>(absl::StrCat("ps_server ", options->server_id));
+  options->trace = trace.get();
   RealClock clock;
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(*options, &clock);
   if (!core.ok()) {
@@ -157,6 +165,7 @@ int Run(ShutdownSignal& signal) {
   }
   host_options.auth_token = *token;
   host_options.on_admin_stop = [&signal] { signal.Request(); };
+  host_options.trace = trace.get();
   absl::StatusOr<std::unique_ptr<PsServerHost>> host = PsServerHost::Start(host_options, *std::move(core), &clock);
   if (!host.ok()) {
     spdlog::critical("cannot start: {}", std::string(host.status().message()));
@@ -169,6 +178,14 @@ int Run(ShutdownSignal& signal) {
   const int received = signal.Wait();
   spdlog::info("{}: shutting down", received != 0 ? absl::StrCat("signal ", received, " received") : "stop requested");
   (*host)->Shutdown();
+  if (trace) {
+    host->reset();  // no call records anything after this
+    if (absl::Status s = trace->Write(trace_file); !s.ok()) {
+      spdlog::error("{}", std::string(s.message()));
+      return 1;
+    }
+    spdlog::info("trace written to {} ({} events)", trace_file, trace->events());
+  }
   return 0;
 }
 

@@ -8,13 +8,17 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/support/server_callback.h>
 
+#include "common/trace.h"
 #include "server/parameter_server.h"
 
 namespace shardps {
 
 // A started reactor for `ctx->method()` when it is a raw-framing method,
 // else nullptr. `core` must outlive the call.
-grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core);
+// `trace` (may be null) records each push's arrival and each pull's wait and
+// answer.
+grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core,
+                                                    Trace* trace = nullptr);
 
 }  // namespace shardps
 

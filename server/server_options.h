@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/job_view.h"
+#include "common/trace.h"
 #include "server/optimizer.h"
 
 namespace shardps {
@@ -49,6 +50,10 @@ struct ServerOptions {
   absl::Duration checkpoint_every_interval = absl::ZeroDuration();  // zero: not by time.
   int checkpoints_to_keep = 2;         // the newest this many stay on disk.
   bool checkpoint_on_shutdown = true;  // with a checkpoint_dir.
+
+  // Records every key's apply; null: not traced. Borrowed: must outlive the
+  // server.
+  Trace* trace = nullptr;
 };
 
 // Updates that make one step of the learning-rate schedule

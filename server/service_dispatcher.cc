@@ -37,7 +37,7 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
     return new RefusingReactor(ctx, core_->incarnation(), refused);
   }
   if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_, stop_)) return r;
-  if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_)) return r;
+  if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_, trace_)) return r;
   return new RefusingReactor(ctx, core_->incarnation(),
                              absl::UnimplementedError(absl::StrCat("unknown method ", ctx->method())));
 }

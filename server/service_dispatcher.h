@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 
+#include "common/trace.h"
 #include "server/parameter_server.h"
 
 namespace shardps {
@@ -19,9 +20,10 @@ namespace shardps {
 class ServiceDispatcher final : public grpc::CallbackGenericService {
  public:
   // `core` must outlive the service. An empty `auth_token` admits every
-  // call. `stop` (may be empty) serves ADMIN_STOP.
-  ServiceDispatcher(ParameterServer* core, std::string auth_token, std::function<void()> stop)
-      : core_(core), auth_token_(std::move(auth_token)), stop_(std::move(stop)) {}
+  // call. `stop` (may be empty) serves ADMIN_STOP. `trace` (may be null;
+  // must outlive the service) records pushes and pulls.
+  ServiceDispatcher(ParameterServer* core, std::string auth_token, std::function<void()> stop, Trace* trace = nullptr)
+      : core_(core), auth_token_(std::move(auth_token)), stop_(std::move(stop)), trace_(trace) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
@@ -30,6 +32,7 @@ class ServiceDispatcher final : public grpc::CallbackGenericService {
   ParameterServer* const core_;
   const std::string auth_token_;
   const std::function<void()> stop_;
+  Trace* const trace_;
 };
 
 }  // namespace shardps

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
+#include "common/trace.h"
 #include "proto/shardps.pb.h"
 #include "server/parameter_server.h"
 
@@ -27,7 +28,9 @@ namespace shardps {
 
 class UnaryReactor : public grpc::ServerGenericBidiReactor {
  public:
-  UnaryReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core) : ctx_(ctx), core_(core) {}
+  // `trace` (may be null) is for subclasses that record their calls.
+  UnaryReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core, Trace* trace = nullptr)
+      : ctx_(ctx), core_(core), trace_(trace), started_(absl::Now()) {}
   void Start() { StartRead(&request_); }
 
  protected:
@@ -48,16 +51,28 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
     return absl::FromChrono(deadline);
   }
 
+  // Runs when gRPC is done with the call (the answer is written out), with
+  // the times the call started (its first bytes arrived) and its request was
+  // read whole.
+  virtual void Finished(absl::Time started, absl::Time read) {}
+
   grpc::GenericCallbackServerContext* const ctx_;
   ParameterServer* const core_;
+  Trace* const trace_;
   grpc::ByteBuffer request_;
 
  private:
   void OnReadDone(bool ok) override {
+    read_ = absl::Now();
     if (!ok) return Refuse(absl::InvalidArgumentError("no request message"));
     Handle();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    Finished(started_, read_);
+    delete this;
+  }
+  const absl::Time started_;
+  absl::Time read_ = absl::InfinitePast();
   grpc::ByteBuffer response_;
 };
 
