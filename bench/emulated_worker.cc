@@ -3,13 +3,15 @@
 // exactly as ps_worker does (client/ps_client): every tensor's pull is issued
 // at the start of a step and the forward pass of tensor t waits only for it;
 // backward pushes each tensor as soon as its share of the compute time has
-// passed, last tensor first; the step ends when every push is acknowledged.
+// passed, last tensor first; the step ends with backward (its pushes complete
+// while the next step computes).
 // Compute time is spread over tensors by size: 1/3 forward, 2/3 backward.
 // Small consecutive tensors travel together in buckets (--bucket_bytes), as
 // a real model's layers group a weight with its bias.
 //
 // With --pull_ahead (default), as in ps_worker, a tensor's pull for the
-// next step leaves as soon as its push is acknowledged.
+// next step leaves with its push (sync) or once the push is acknowledged
+// (async, ssp): client/pending_call.h.
 //
 //   emulated_worker --servers=h0:7000,h1:7000 --rank=0 --num_workers=2 --mode=sync
 //       --layout=resnet50/10 --compute_ms=190 --steps=40 --summary_json=out.json
@@ -28,6 +30,7 @@
 #include "common/command_line.h"
 #include "common/malloc_tuning.h"
 #include "common/process_cpu.h"
+#include "common/trace.h"
 #include "common/wire_dtype.h"
 #include "client/pending_call.h"
 #include "client/client_flags.h"
@@ -39,10 +42,12 @@ ABSL_FLAG(int, batch_size, 32, "Nominal samples per step, for samples/s.");
 ABSL_FLAG(int, steps, 40, "Timed steps.");
 ABSL_FLAG(int, warmup_steps, 3, "Untimed steps first.");
 ABSL_FLAG(std::string, summary_json, "", "Write the run's figures here.");
-ABSL_FLAG(int64_t, bucket_bytes, 512 << 10,
+ABSL_FLAG(int64_t, bucket_bytes, 0,
           "Consecutive tensors are pushed and pulled together in buckets of at least this many bytes (0: one "
           "tensor per call).");
 ABSL_FLAG(bool, pull_ahead, true, "Pull a tensor for the next step as soon as its push is acknowledged.");
+ABSL_FLAG(std::string, trace_file, "",
+          "Write a Chrome/Perfetto trace (JSON) of every transfer and step phase here at the end. Empty: none.");
 
 namespace shardps {
 namespace {
@@ -64,8 +69,10 @@ class EmulatedWorker {
  public:
   // Consecutive tensors are grouped into buckets of at least `bucket_bytes`
   // (the last may be smaller); a bucket is pushed and pulled as one call.
-  EmulatedWorker(PsClient* client, const Layout& layout, absl::Duration compute, int64_t bucket_bytes)
-      : client_(client), layout_(layout) {
+  // `trace` (may be null) records steps, compute and waits.
+  EmulatedWorker(PsClient* client, Mode mode, const Layout& layout, absl::Duration compute, int64_t bucket_bytes,
+                 Trace* trace)
+      : client_(client), mode_(mode), layout_(layout), trace_(trace) {
     const int64_t total = layout.TotalBytes();
     int64_t open = 0;
     for (uint32_t t = 0; t < layout.tensors.size(); ++t) {
@@ -81,12 +88,14 @@ class EmulatedWorker {
       share_.back() += compute * (layout.tensors[t].NumElements() * 4.0 / total);
     }
     pulls_.resize(buckets_.size());
+    pushes_.resize(buckets_.size());
   }
 
   // One step. With `pull_ahead`, each tensor's pull for the next step is
   // issued as soon as its push for this step is acknowledged, so weights
   // travel during the rest of backward instead of after it.
   absl::Status Step(int64_t step, bool pull_ahead, Split& split) {
+    const absl::Time step_start = absl::Now();
     const int n = static_cast<int>(buckets_.size());
     for (int t = 0; t < n; ++t) {
       if (pulls_[t]) continue;  // pulled ahead by the last step
@@ -100,6 +109,7 @@ class EmulatedWorker {
       const bool was_ready = pulls_[t]->done.HasBeenNotified();
       pulls_[t]->done.WaitForNotification();
       split.pull_wait += Since(wait);
+      if (trace_ && !was_ready) trace_->Span("wait", absl::StrCat("wait for pull of bucket ", t), wait, absl::Now());
       if (!pulls_[t]->status.ok() && failure.ok()) failure = pulls_[t]->status;
       pulls_[t].reset();
       const absl::Time start = absl::Now();
@@ -108,23 +118,35 @@ class EmulatedWorker {
       compute_end += share_[t] / 3;
       ComputeUntil(compute_end);
       split.compute += Since(start);
+      if (trace_) trace_->Span("compute", absl::StrCat("forward ", t), start, absl::Now(), {{"step", step}});
     }
     if (!failure.ok()) return failure;
-    std::vector<std::shared_ptr<PendingCall>> pushes(n);
     const absl::Time start = absl::Now();
     compute_end = start;
     for (int t = n - 1; t >= 0; --t) {  // backward: two thirds, pushing as it goes
+      const absl::Time bucket_start = absl::Now();
       compute_end += share_[t] * 2 / 3;
       ComputeUntil(compute_end);
+      if (trace_) trace_->Span("compute", absl::StrCat("backward ", t), bucket_start, absl::Now(), {{"step", step}});
+      // The last step's push of this bucket borrowed its gradients: done by now, as a rule.
+      const absl::Time wait = absl::Now();
+      WaitAndKeepError(pushes_[t], failure);
+      split.push_wait += Since(wait);
       if (pull_ahead) pulls_[t] = std::make_shared<PendingCall>();
-      pushes[t] = PushThenPullAhead(*client_, step, Ins(t), Outs(t), pulls_[t]);
+      pushes_[t] = PushThenPullAhead(*client_, mode_, step, Ins(t), Outs(t), pulls_[t]);
     }
     split.compute += Since(start);
+    if (trace_) trace_->Span("step", absl::StrCat("step ", step), step_start, absl::Now(), {{"step", step}});
+    // The step ends here: its pushes complete while the next step computes,
+    // and the next forward pass waits only for the weights it needs.
+    return failure;
+  }
+
+  // Waits for the pushes still in flight; their wait counts as push wait.
+  absl::Status DrainPushes(Split& split) {
     const absl::Time wait = absl::Now();
-    for (auto& p : pushes) {
-      p->done.WaitForNotification();
-      if (!p->status.ok() && failure.ok()) failure = p->status;
-    }
+    absl::Status failure;
+    for (auto& p : pushes_) WaitAndKeepError(p, failure);
     split.push_wait += Since(wait);
     return failure;
   }
@@ -150,11 +172,14 @@ class EmulatedWorker {
   }
 
   PsClient* const client_;
+  const Mode mode_;
   const Layout layout_;
+  Trace* const trace_;
   std::vector<std::vector<float>> weights_, grads_;
   std::vector<std::vector<uint32_t>> buckets_;    // tensor indices, in forward order
   std::vector<absl::Duration> share_;             // per bucket: its part of the compute time
   std::vector<std::shared_ptr<PendingCall>> pulls_;   // per bucket: in flight for the coming step
+  std::vector<std::shared_ptr<PendingCall>> pushes_;  // per bucket: the last step's push, maybe in flight
 };
 
 
@@ -170,6 +195,10 @@ int Run() {
   if (!options.ok()) return Fail(options.status());
   ClientOptions o = *std::move(options);
   o.layout = *layout;
+  const std::string trace_file = absl::GetFlag(FLAGS_trace_file);
+  std::unique_ptr<Trace> trace;
+  if (!trace_file.empty()) trace = std::make_unique<Trace>(absl::StrCat("emulated_worker ", o.rank));
+  o.trace = trace.get();
   absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(o);
   if (!client.ok()) return Fail(client.status());
   absl::StatusOr<int64_t> step = (*client)->Register();
@@ -178,12 +207,16 @@ int Run() {
   for (const TensorSpec& t : layout->tensors) init.emplace_back(t.NumElements(), 0.01f);
   if (absl::Status s = (*client)->Init(init); !s.ok()) return Fail(s);
 
-  EmulatedWorker worker(client->get(), *layout, absl::Milliseconds(absl::GetFlag(FLAGS_compute_ms)),
-                        absl::GetFlag(FLAGS_bucket_bytes));
+  EmulatedWorker worker(client->get(), o.job.mode, *layout, absl::Milliseconds(absl::GetFlag(FLAGS_compute_ms)),
+                        absl::GetFlag(FLAGS_bucket_bytes), trace.get());
   Split warm, split;
   const bool pull_ahead = absl::GetFlag(FLAGS_pull_ahead);
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup_steps); ++i, ++*step) {
-    if (absl::Status s = worker.Step(*step, pull_ahead, warm); !s.ok()) return Fail(s);
+    if (absl::Status s = worker.Step(*step, pull_ahead, warm); !s.ok()) {
+      worker.DrainPullsAhead();
+      worker.DrainPushes(warm);
+      return Fail(s);
+    }
   }
   const int steps = absl::GetFlag(FLAGS_steps);
   const double cpu_start = ProcessCpuSeconds();
@@ -192,9 +225,11 @@ int Run() {
     const absl::Status s = worker.Step(*step, pull_ahead && i + 1 < steps, split);
     if (!s.ok()) {
       worker.DrainPullsAhead();
+      worker.DrainPushes(split);
       return Fail(s);
     }
   }
+  if (absl::Status s = worker.DrainPushes(split); !s.ok()) return Fail(s);
   const double wall = Since(start), cpu = ProcessCpuSeconds() - cpu_start;
   const double samples_per_s = steps * absl::GetFlag(FLAGS_batch_size) / wall;
   printf("rank %d: %d steps in %.2f s: %.1f samples/s, per step %.1f ms compute, %.1f ms pull wait, %.1f ms push wait\n",
@@ -210,6 +245,10 @@ int Run() {
                         ", \"time_split_seconds\": {\"pull_wait\": ", split.pull_wait,
                         ", \"compute\": ", split.compute, ", \"push_wait\": ", split.push_wait, "}}\n");
     if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write ", path)));
+  }
+  if (trace) {
+    (*client)->Shutdown();  // every transfer recorded
+    if (absl::Status s = trace->Write(trace_file); !s.ok()) return Fail(s);
   }
   return 0;
 }

@@ -1,7 +1,6 @@
-// PsClient over gRPC: a ServerConnection per server (channels, retries,
-// re-registration, heartbeats), requests built by client/ps_requests.h,
-// every server called in parallel, and joining the job (with a rewind when a
-// server restarted) by client/job_alignment.h.
+// GrpcPsClient (client/grpc_ps_client.h): connecting, joining the job
+// (registration, with a rewind when a server restarted), Init, heartbeats and
+// shutdown. Pushes and pulls are in client/grpc_transfers.cc.
 #include <atomic>
 #include <thread>
 
@@ -12,6 +11,8 @@
 #include "absl/synchronization/notification.h"
 #include "common/key_partition.h"
 #include "common/tensor_frame.h"
+#include "common/trace.h"
+#include "common/wire_dtype.h"
 #include "spdlog/spdlog.h"
 #include "client/delayed_executor.h"
 #include "client/job_alignment.h"
@@ -19,6 +20,7 @@
 #include "client/ps_requests.h"
 #include "client/server_connection.h"
 #include "client/transfer_queue.h"
+#include "client/grpc_ps_client.h"
 
 namespace shardps {
 
@@ -34,9 +36,6 @@ absl::Status RejoinError(absl::string_view why) {
 
 bool IsRejoin(const absl::Status& status) { return status.GetPayload(kRejoinPayload).has_value(); }
 
-namespace {
-
-// Runs fn(done) and waits for done to be called; returns its status.
 absl::Status Blocking(const std::function<void(PsClient::Done)>& fn) {
   absl::Notification finished;
   absl::Status result;
@@ -48,8 +47,6 @@ absl::Status Blocking(const std::function<void(PsClient::Done)>& fn) {
   return result;
 }
 
-}  // namespace
-
 absl::Status PsClient::Push(int64_t step, std::vector<TensorIn> tensors) {
   return Blocking([&](Done done) { PushAsync(step, std::move(tensors), std::move(done)); });
 }
@@ -58,88 +55,21 @@ absl::Status PsClient::Pull(int64_t step, std::vector<TensorOut> tensors) {
   return Blocking([&](Done done) { PullAsync(step, std::move(tensors), std::move(done)); });
 }
 
-namespace {
-
-// Collects the answers of several calls; runs `done` once, after the last,
-// with the first error (a rejoin status before any other). Shared by the
-// calls' callbacks, which keep it alive.
-class Fanout {
- public:
-  Fanout(int calls, PsClient::Done done) : remaining_(calls), done_(std::move(done)) {}
-  void Finish(const absl::Status& status) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!status.ok() && (error_.ok() || (IsRejoin(status) && !IsRejoin(error_)))) error_ = status;
-      if (--remaining_ > 0) return;
-    }
-    done_(error_);
+GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
+                           std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : options_(options),
+      clock_(options.clock != nullptr ? options.clock : &real_clock_),
+      key_map_(std::move(map)),
+      builder_(&key_map_, options.job.partition_bytes, options.wire_dtype),
+      executor_(clock_),
+      push_queue_(TransferBudget(options)),
+      pull_queue_(TransferBudget(options)) {
+  for (size_t s = 0; s < options_.servers.size(); ++s) {
+    connections_.push_back(
+        std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));
   }
-
- private:
-  absl::Mutex mu_;
-  int remaining_ ABSL_GUARDED_BY(mu_);
-  absl::Status error_;  // written under mu_, read after the last Finish
-  const PsClient::Done done_;
-};
-
-class GrpcPsClient final : public PsClient {
- public:
-  GrpcPsClient(const ClientOptions& options, KeyMap map, std::shared_ptr<grpc::ChannelCredentials> credentials)
-      : options_(options),
-        clock_(options.clock != nullptr ? options.clock : &real_clock_),
-        key_map_(std::move(map)),
-        builder_(&key_map_, options.channels_per_server, options.wire_dtype),
-        executor_(clock_),
-        push_queue_(options.in_flight_bytes),
-        pull_queue_(options.in_flight_bytes) {
-    for (size_t s = 0; s < options_.servers.size(); ++s) {
-      connections_.push_back(
-          std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));
-    }
-    heartbeats_ = std::thread([this] { HeartbeatLoop(); });
-  }
-  ~GrpcPsClient() override { Shutdown(); }
-
-  absl::StatusOr<int64_t> Register() override;
-  absl::Status Init(const std::vector<std::vector<float>>& weights) override;
-  void PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) override;
-  void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) override;
-  void Shutdown() override;
-  ClientStats Stats() const override;
-
- private:
-  // Registers with `servers` in parallel (each waits up to server_timeout).
-  absl::StatusOr<std::vector<ServerJoinView>> RegisterWith(const std::vector<int>& servers,
-                                                           std::optional<ResumeAt> resume);
-  absl::Status RewindAll(const JoinPlan& plan);
-  // Issues `call(slot, fanout)` for every non-null request slot.
-  template <typename Req>
-  void ForEachSlot(const std::vector<std::shared_ptr<Req>>& reqs, Done done,
-                   const std::function<void(size_t, std::shared_ptr<Fanout>)>& call) {
-    const int calls = static_cast<int>(std::count_if(reqs.begin(), reqs.end(), [](auto& r) { return r != nullptr; }));
-    auto fanout = std::make_shared<Fanout>(calls, std::move(done));
-    for (size_t slot = 0; slot < reqs.size(); ++slot) {
-      if (reqs[slot]) call(slot, fanout);
-    }
-  }
-  CallSpec TransferSpec(const char* what, absl::Duration timeout) const {
-    return CallSpec{what, timeout, options_.job.mode == Mode::kAsync ? OnAbort::kRegisterAgain : OnAbort::kRejoin};
-  }
-  void HeartbeatLoop();
-
-  const ClientOptions options_;
-  RealClock real_clock_;
-  Clock* const clock_;
-  const KeyMap key_map_;
-  const RequestBuilder builder_;
-  DelayedExecutor executor_;
-  std::vector<std::unique_ptr<ServerConnection>> connections_;
-  TransferQueue push_queue_, pull_queue_;
-  std::atomic<int64_t> rewinds_{0};
-  std::atomic<bool> shut_down_{false};
-  StopFlag stop_heartbeats_;
-  std::thread heartbeats_;
-};
+  heartbeats_ = std::thread([this] { HeartbeatLoop(); });
+}
 
 absl::StatusOr<std::vector<ServerJoinView>> GrpcPsClient::RegisterWith(const std::vector<int>& servers,
                                                                        std::optional<ResumeAt> resume) {
@@ -229,7 +159,8 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) 
   absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> reqs = builder_.Inits(weights);
   if (!reqs.ok()) return reqs.status();
   return Blocking([&](Done done) {
-    ForEachSlot<wire::InitRequest>(*reqs, std::move(done), [&](size_t s, std::shared_ptr<Fanout> fanout) {
+    auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs->size()), std::move(done));
+    for (size_t s = 0; s < reqs->size(); ++s) {
       auto req = (*reqs)[s];
       auto resp = std::make_shared<wire::InitResponse>();
       connections_[s]->Call(
@@ -239,56 +170,7 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) 
             stub.proto->async()->Init(ctx, req.get(), resp.get(), std::move(cb));
           },
           [fanout](absl::Status st) { fanout->Finish(st); });
-    });
-  });
-}
-
-void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) {
-  absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> reqs = builder_.Pushes(step, tensors);
-  if (!reqs.ok()) return done(reqs.status());
-  push_queue_.Submit(RequestBuilder::Priority(tensors), builder_.Bytes(tensors),
-                     [this, reqs = *std::move(reqs), done = std::move(done)](std::function<void()> finished) {
-    ForEachSlot<RawPush>(reqs, [finished, done](absl::Status s) { finished(); done(std::move(s)); },
-                         [&](size_t slot, std::shared_ptr<Fanout> fanout) {
-      auto req = reqs[slot];
-      auto resp = std::make_shared<grpc::ByteBuffer>();
-      connections_[builder_.ServerOfSlot(slot)]->Call(
-          TransferSpec("push", options_.push_timeout),
-          [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
-            req->header.set_session_id(session);
-            auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(req->header, req->payloads));
-            stub.raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), resp.get(),
-                                [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
-          },
-          [fanout](absl::Status st) { fanout->Finish(st); });
-    });
-  });
-}
-
-void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) {
-  absl::StatusOr<PullPlan> plan = builder_.Pulls(step, tensors);
-  if (!plan.ok()) return done(plan.status());
-  auto shared_plan = std::make_shared<PullPlan>(*std::move(plan));
-  pull_queue_.Submit(RequestBuilder::Priority(tensors), builder_.Bytes(tensors),
-                     [this, shared_plan, done = std::move(done)](std::function<void()> finished) {
-    ForEachSlot<wire::PullRequest>(shared_plan->requests, [finished, done](absl::Status s) { finished(); done(std::move(s)); },
-                                   [&](size_t slot, std::shared_ptr<Fanout> fanout) {
-      auto req = shared_plan->requests[slot];
-      auto resp = std::make_shared<grpc::ByteBuffer>();
-      ServerConnection* connection = connections_[builder_.ServerOfSlot(slot)].get();
-      connection->Call(
-          TransferSpec("pull", options_.pull_timeout),
-          [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
-            req->set_session_id(session);
-            auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*req));
-            stub.raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), resp.get(),
-                                [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
-          },
-          [connection, shared_plan, slot, resp, fanout, dtype = options_.wire_dtype](absl::Status st) {
-            if (st.ok()) st = connection->Annotate(DecodePullAnswer(*resp, shared_plan->targets[slot], dtype));
-            fanout->Finish(st);
-          });
-    });
+    }
   });
 }
 
@@ -316,8 +198,6 @@ ClientStats GrpcPsClient::Stats() const {
   s.rewinds = rewinds_;
   return s;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions& options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("no servers given");

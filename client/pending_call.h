@@ -23,12 +23,19 @@ struct PendingCall {
 };
 
 // Pushes `grads` for `step` and returns the push's completion. With
-// `pull_ahead`, once the push is acknowledged the pull of `weights` for
-// step + 1 leaves into it (on a failed push it gets the push's error), so
-// weights travel while the caller computes the rest of the step.
-std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, int64_t step, std::vector<TensorIn> grads,
+// `pull_ahead`, the pull of `weights` for step + 1 leaves into it, so
+// weights travel while the caller computes the rest of the step: in sync
+// mode at once, beside the push (the pull waits for the step's version,
+// which needs this push, anyway); in async and ssp once the push is
+// acknowledged, so the weights hold this worker's own gradient (on a failed
+// push the pull gets the push's error).
+std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, Mode mode, int64_t step, std::vector<TensorIn> grads,
                                                std::vector<TensorOut> weights,
                                                std::shared_ptr<PendingCall> pull_ahead);
+
+// Waits for `call` (if any) and resets it; keeps its error in `failure`
+// unless `failure` holds one already (a rejoin status wins over others).
+void WaitAndKeepError(std::shared_ptr<PendingCall>& call, absl::Status& failure);
 
 }  // namespace shardps
 

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/security.h"
+#include "common/trace.h"
 #include "common/job_view.h"
 #include "common/layout.h"
 #include "proto/shardps.pb.h"
@@ -57,6 +58,9 @@ struct ClientOptions {
   Clock* clock = nullptr;
   TlsFiles tls;            // no ca: plaintext (common/security.h)
   std::string auth_token;  // sent on every call when not empty
+  // Where transfers are recorded (their queue wait and each server
+  // request's flight); null: not traced. Must outlive the client.
+  Trace* trace = nullptr;
 };
 
 // A tensor's values to push (borrowed until the call completes).

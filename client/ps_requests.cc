@@ -17,57 +17,74 @@ absl::Status RequestBuilder::CheckTensors(const std::vector<Tensor>& tensors, co
   return absl::OkStatus();
 }
 
+template <typename Tensor, typename Add>
+void RequestBuilder::Group(const std::vector<Tensor>& tensors, Add add) const {
+  std::vector<int> open(map_->num_servers(), -1);          // each server's open request
+  std::vector<int64_t> open_bytes(map_->num_servers(), 0);
+  int requests = 0;
+  for (const Tensor& t : tensors) {
+    for (const ChunkInfo& c : map_->ChunksOfTensor(t.tensor)) {
+      const int64_t bytes = c.length * ValueBytes(dtype_);
+      int& r = open[c.server];
+      if (r < 0 || (max_request_bytes_ > 0 && open_bytes[c.server] + bytes > max_request_bytes_)) {
+        r = requests++;
+        open_bytes[c.server] = 0;
+      }
+      open_bytes[c.server] += bytes;
+      add(r, c, t);
+    }
+  }
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(
     int64_t step, const std::vector<TensorIn>& tensors) const {
   if (absl::Status ok = CheckTensors(tensors, "push"); !ok.ok()) return ok;
-  std::vector<std::shared_ptr<RawPush>> reqs(static_cast<size_t>(map_->num_servers()) * lanes_);
-  std::vector<int> seen(map_->num_servers());
-  for (const TensorIn& t : tensors) {
-    for (const ChunkInfo& c : map_->ChunksOfTensor(t.tensor)) {
-      auto& req = reqs[SlotOf(c, seen)];
-      if (!req) {
-        req = std::make_shared<RawPush>();
-        req->header.set_step(step);
-      }
-      wire::Chunk* chunk = req->header.add_chunks();
-      chunk->mutable_key()->set_tensor(c.key.tensor);
-      chunk->mutable_key()->set_chunk(c.key.chunk);
-      chunk->set_dtype(dtype_);
-      if (dtype_ == wire::DTYPE_BFLOAT16) {
-        auto& narrow = req->narrowed.emplace_back(new uint16_t[c.length]);
-        ToBfloat16(t.values + c.offset, c.length, narrow.get());
-        req->payloads.emplace_back(reinterpret_cast<const char*>(narrow.get()), c.length * 2);
-      } else {
-        req->payloads.emplace_back(reinterpret_cast<const char*>(t.values + c.offset), c.length * 4);
-      }
-      chunk->set_raw_bytes(static_cast<int64_t>(req->payloads.back().size()));
+  std::vector<std::shared_ptr<RawPush>> reqs;
+  Group(tensors, [&](int r, const ChunkInfo& c, const TensorIn& t) {
+    if (r == static_cast<int>(reqs.size())) {
+      reqs.push_back(std::make_shared<RawPush>());
+      reqs.back()->server = c.server;
+      reqs.back()->first_tensor = c.key.tensor;
+      reqs.back()->header.set_step(step);
     }
-  }
+    RawPush& req = *reqs[r];
+    wire::Chunk* chunk = req.header.add_chunks();
+    chunk->mutable_key()->set_tensor(c.key.tensor);
+    chunk->mutable_key()->set_chunk(c.key.chunk);
+    chunk->set_dtype(dtype_);
+    if (dtype_ == wire::DTYPE_BFLOAT16) {
+      auto& narrow = req.narrowed.emplace_back(new uint16_t[c.length]);
+      ToBfloat16(t.values + c.offset, c.length, narrow.get());
+      req.payloads.emplace_back(reinterpret_cast<const char*>(narrow.get()), c.length * 2);
+    } else {
+      req.payloads.emplace_back(reinterpret_cast<const char*>(t.values + c.offset), c.length * 4);
+    }
+    chunk->set_raw_bytes(static_cast<int64_t>(req.payloads.back().size()));
+    req.bytes += chunk->raw_bytes();
+  });
   return reqs;
 }
 
-absl::StatusOr<PullPlan> RequestBuilder::Pulls(int64_t step, const std::vector<TensorOut>& tensors) const {
+absl::StatusOr<std::vector<PullPart>> RequestBuilder::Pulls(int64_t step, const std::vector<TensorOut>& tensors) const {
   if (absl::Status ok = CheckTensors(tensors, "pull"); !ok.ok()) return ok;
-  PullPlan plan;
-  plan.requests.resize(static_cast<size_t>(map_->num_servers()) * lanes_);
-  plan.targets.resize(plan.requests.size());
-  std::vector<int> seen(map_->num_servers());
-  for (const TensorOut& t : tensors) {
-    for (const ChunkInfo& c : map_->ChunksOfTensor(t.tensor)) {
-      const size_t slot = SlotOf(c, seen);
-      auto& req = plan.requests[slot];
-      if (!req) {
-        req = std::make_shared<wire::PullRequest>();
-        req->set_step(step);
-        req->set_dtype(dtype_);
-      }
-      wire::Key* key = req->add_keys();
-      key->set_tensor(c.key.tensor);
-      key->set_chunk(c.key.chunk);
-      plan.targets[slot].push_back({c, t.values});
+  std::vector<PullPart> parts;
+  Group(tensors, [&](int r, const ChunkInfo& c, const TensorOut& t) {
+    if (r == static_cast<int>(parts.size())) {
+      PullPart& p = parts.emplace_back();
+      p.server = c.server;
+      p.first_tensor = c.key.tensor;
+      p.request = std::make_shared<wire::PullRequest>();
+      p.request->set_step(step);
+      p.request->set_dtype(dtype_);
     }
-  }
-  return plan;
+    PullPart& part = parts[r];
+    wire::Key* key = part.request->add_keys();
+    key->set_tensor(c.key.tensor);
+    key->set_chunk(c.key.chunk);
+    part.targets.push_back({c, t.values});
+    part.bytes += c.length * ValueBytes(dtype_);
+  });
+  return parts;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> RequestBuilder::Inits(

@@ -1,7 +1,10 @@
 // The requests a worker sends and the decoding of their answers, with no
-// sockets: tensors are cut into the keys of the layout and grouped into one
-// request per (server, lane), where a server's lanes are its channels and
-// its chunks go to them in turn. Tested on their own (tests/ps_requests_test).
+// sockets: tensors are cut into the keys of the layout, and each server's
+// keys, in tensor order, are grouped into requests of at most
+// `max_request_bytes` (a larger key goes alone). A request is the unit the
+// transfer schedule orders and windows (client/transfer_queue.h), so no
+// transfer holds the link for longer than one request's bytes take. Tested on
+// their own (tests/ps_requests_test).
 #ifndef SHARDPS_CLIENT_PS_REQUESTS_H_
 #define SHARDPS_CLIENT_PS_REQUESTS_H_
 
@@ -22,6 +25,9 @@ namespace shardps {
 // A push in the raw framing: the header, and payloads borrowed from the
 // caller's tensors until the call completes.
 struct RawPush {
+  int server = 0;
+  uint32_t first_tensor = 0;  // forward order: its place in line
+  int64_t bytes = 0;          // payload bytes on the wire
   wire::PushRequest header;
   std::vector<absl::string_view> payloads;
   // bfloat16 payloads, narrowed from the caller's floats.
@@ -34,57 +40,42 @@ struct PullTarget {
   float* tensor_values = nullptr;  // the whole tensor's values.
 };
 
-// A pull request per slot and, beside it, where its answer's chunks go.
-struct PullPlan {
-  std::vector<std::shared_ptr<wire::PullRequest>> requests;  // null: nothing for that slot.
-  std::vector<std::vector<PullTarget>> targets;
+// One pull request and, beside it, where its answer's chunks go.
+struct PullPart {
+  int server = 0;
+  uint32_t first_tensor = 0;
+  int64_t bytes = 0;  // payload bytes the answer carries
+  std::shared_ptr<wire::PullRequest> request;
+  std::vector<PullTarget> targets;
 };
 
-// Requests are indexed by slot = server * lanes + lane.
 class RequestBuilder {
  public:
-  // `map` must outlive the builder.
-  RequestBuilder(const KeyMap* map, int lanes, wire::DType wire_dtype)
-      : map_(map), lanes_(lanes < 1 ? 1 : lanes), dtype_(wire_dtype) {}
-
-  int lanes() const { return lanes_; }
-  int ServerOfSlot(size_t slot) const { return static_cast<int>(slot) / lanes_; }
+  // `map` must outlive the builder. max_request_bytes <= 0: one request per
+  // server.
+  RequestBuilder(const KeyMap* map, int64_t max_request_bytes, wire::DType wire_dtype)
+      : map_(map), max_request_bytes_(max_request_bytes), dtype_(wire_dtype) {}
 
   // INVALID_ARGUMENT naming the tensor when one is not in the layout, or
   // when no tensor is given.
   absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> Pushes(int64_t step, const std::vector<TensorIn>& tensors) const;
-  absl::StatusOr<PullPlan> Pulls(int64_t step, const std::vector<TensorOut>& tensors) const;
+  absl::StatusOr<std::vector<PullPart>> Pulls(int64_t step, const std::vector<TensorOut>& tensors) const;
   // One Init request per server with the values of the keys it owns.
   // INVALID_ARGUMENT when `weights` does not match the layout.
   absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> Inits(
       const std::vector<std::vector<float>>& weights) const;
 
-  // A transfer's place in its queue: its first tensor (earlier layers first).
-  template <typename Tensor>
-  static int64_t Priority(const std::vector<Tensor>& tensors) {
-    int64_t p = INT64_MAX;
-    for (const Tensor& t : tensors) p = std::min<int64_t>(p, t.tensor);
-    return p;
-  }
-  // Float32 bytes of the tensors that are in the layout.
-  template <typename Tensor>
-  int64_t Bytes(const std::vector<Tensor>& tensors) const {
-    int64_t bytes = 0;
-    for (const Tensor& t : tensors) {
-      if (t.tensor < map_->layout().tensors.size()) bytes += map_->layout().tensors[t.tensor].NumElements() * 4;
-    }
-    return bytes;
-  }
-
  private:
   template <typename Tensor>
   absl::Status CheckTensors(const std::vector<Tensor>& tensors, const char* what) const;
-  size_t SlotOf(const ChunkInfo& c, std::vector<int>& seen) const {
-    return static_cast<size_t>(c.server) * lanes_ + seen[c.server]++ % lanes_;
-  }
+  // Each server's chunks of `tensors` in tensor order, cut into requests:
+  // calls add(request index, chunk, tensor) with request indices counting
+  // up from 0 as requests open.
+  template <typename Tensor, typename Add>
+  void Group(const std::vector<Tensor>& tensors, Add add) const;
 
   const KeyMap* const map_;
-  const int lanes_;
+  const int64_t max_request_bytes_;
   const wire::DType dtype_;
 };
 

@@ -18,7 +18,11 @@ std::string ModeName(Mode mode);
 wire::Mode ModeToProto(Mode mode);
 absl::StatusOr<Mode> ModeFromProto(wire::Mode mode);
 
-inline constexpr int64_t kDefaultPartitionBytes = 2 << 20;
+// A key's largest size. Small enough that a large tensor spreads over the
+// servers and that no request holds a link for long (requests are at most
+// one partition: client/ps_requests.h); large enough that per-request costs
+// stay small.
+inline constexpr int64_t kDefaultPartitionBytes = 64 << 10;
 
 struct JobView {
   Mode mode = Mode::kSync;

@@ -244,7 +244,13 @@ void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad, double lr
   });
   k.version.fetch_add(1);
   if (options_.job.mode == Mode::kSync) checkpointer_.OnApplied(k.index, k);
-  apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));
+  const absl::Time end = absl::Now();
+  apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(end - start));
+  if (options_.trace) {
+    options_.trace->Async("apply", absl::StrCat("apply ", table_->map().layout().tensors[k.info.key.tensor].name, "/",
+                                               k.info.key.chunk),
+                         start, end, {{"version", k.version.load()}, {"bytes", k.info.length * 4}});
+  }
 }
 
 void ParameterServerImpl::CompleteReadySyncSteps() {
@@ -283,7 +289,7 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
       absl::MutexLock lock(&k.mu);
       chunk.version = k.version;
       chunk.weights = k.weights;
-      k.last_pulled_version[pull.rank] = chunk.version;
+      if (pull.value_bytes > 0) k.last_pulled_version[pull.rank] = chunk.version;  // an await reads nothing
     }
     bytes_pulled_.fetch_add(static_cast<int64_t>(chunk.weights->size()) * pull.value_bytes);
     out.push_back(std::move(chunk));
@@ -308,7 +314,8 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
   for (const ChunkKey& key : keys) {
     if (absl::StatusOr<KeyState*> k = table_->Find(key); !k.ok()) return done(Refuse(k.status()));
   }
-  PendingPull pull{*rank, step, std::move(keys), ValueBytes(answer), deadline, std::move(done)};
+  const int value_bytes = answer == wire::DTYPE_UNSPECIFIED ? 0 : ValueBytes(answer);
+  PendingPull pull{*rank, step, std::move(keys), value_bytes, deadline, std::move(done)};
   std::optional<PendingPull> ready =
       waiters_.AddUnlessReady(std::move(pull), [this](const PendingPull& p) { return PullReady(p); });
   if (ready) CompletePull(*std::move(ready));

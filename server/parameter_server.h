@@ -131,7 +131,9 @@ class ParameterServer {
   // housekeeping thread at `deadline` (DEADLINE_EXCEEDED), at a rewind
   // (ABORTED) or at Shutdown() (UNAVAILABLE). `answer` is the encoding the
   // transport sends the weights in (float32 or bfloat16), for the
-  // pulled-bytes count.
+  // pulled-bytes count; DTYPE_UNSPECIFIED for an await (PullRequest's
+  // await_only): the transport sends no values, so nothing counts as pulled
+  // or read.
   virtual void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
                     absl::Time deadline, PullDone done) = 0;
 

@@ -190,11 +190,12 @@ class PullReactor final : public ProtoReactor<wire::PullRequest> {
   void Serve(const wire::PullRequest& req) override {
     const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req.dtype());
     if (!dtype.ok()) return Refuse(dtype.status());
-    core_->Pull(req.session_id(), req.step(), PullKeys(req), *dtype, Deadline(),
-                [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+    const bool await_only = req.await_only();
+    core_->Pull(req.session_id(), req.step(), PullKeys(req), await_only ? wire::DTYPE_UNSPECIFIED : *dtype, Deadline(),
+                [this, dtype = *dtype, await_only](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (!chunks.ok()) return Reply(chunks.status());
                   wire::PullResponse resp;
-                  for (PulledChunk& c : *chunks) Encode(c, dtype, resp.add_chunks());
+                  for (PulledChunk& c : *chunks) Encode(c, await_only ? wire::DTYPE_UNSPECIFIED : dtype, resp.add_chunks());
                   Reply(absl::OkStatus(), MessageBuffer(resp));
                 });
   }
@@ -203,6 +204,7 @@ class PullReactor final : public ProtoReactor<wire::PullRequest> {
     out->mutable_key()->set_chunk(c.key.chunk);
     out->set_dtype(dtype);
     out->set_version(c.version);
+    if (dtype == wire::DTYPE_UNSPECIFIED) return;  // an await: versions only
     const int64_t n = static_cast<int64_t>(c.weights->size());
     if (dtype == wire::DTYPE_FLOAT32) {
       out->set_data(reinterpret_cast<const char*>(c.weights->data()), n * sizeof(float));

@@ -21,7 +21,7 @@ struct PendingPull {
   int rank = 0;
   int64_t step = 0;
   std::vector<ChunkKey> keys;
-  int value_bytes = 4;  // on the wire, per pulled value
+  int value_bytes = 4;  // on the wire, per pulled value; 0 for an await
   absl::Time deadline;
   ParameterServer::PullDone done;
 };

@@ -15,6 +15,9 @@
 namespace shardps {
 namespace {
 
+// "from ipv4:10.77.0.3:41234": who sent a call, for the trace.
+std::string From(grpc::GenericCallbackServerContext* ctx) { return absl::StrCat("from ", ctx->peer()); }
+
 class PushReactor final : public UnaryReactor {
  public:
   using UnaryReactor::UnaryReactor;
@@ -24,6 +27,8 @@ class PushReactor final : public UnaryReactor {
     wire::PushRequest req;
     absl::StatusOr<std::unique_ptr<FrameReader>> frame = FrameReader::Parse(request_, &req);
     if (!frame.ok()) return Refuse(frame.status());
+    step_ = req.step();
+    bytes_ = (*frame)->remaining();
     int64_t declared = 0;
     for (const wire::Chunk& c : req.chunks()) {
       if (c.raw_bytes() < 0 || !c.data().empty()) {
@@ -48,6 +53,12 @@ class PushReactor final : public UnaryReactor {
     for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
     Reply(absl::OkStatus(), MessageBuffer(resp));
   }
+  // The push's arrival: from its first bytes to the whole request.
+  void Finished(absl::Time started, absl::Time read) override {
+    if (trace_ == nullptr || read == absl::InfinitePast()) return;
+    trace_->Async("push in", absl::StrCat("push ", From(ctx_)), started, read, {{"step", step_}, {"bytes", bytes_}});
+  }
+  int64_t step_ = -1, bytes_ = 0;
 };
 
 // A pulled chunk's weights as the answer's payload: shared as they are for
@@ -73,9 +84,13 @@ class PullReactor final : public UnaryReactor {
     }
     const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req.dtype());
     if (!dtype.ok()) return Refuse(dtype.status());
-    core_->Pull(req.session_id(), req.step(), PullKeys(req), *dtype, Deadline(),
+    step_ = req.step();
+    await_only_ = req.await_only();
+    core_->Pull(req.session_id(), req.step(), PullKeys(req), await_only_ ? wire::DTYPE_UNSPECIFIED : *dtype, Deadline(),
                 [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
+                  ready_ = absl::Now();
                   if (!chunks.ok()) return Reply(chunks.status());
+                  if (await_only_) return Reply(absl::OkStatus(), EncodeFrame(Versions(*chunks), std::vector<SharedPayload>{}));
                   wire::PullResponse resp;
                   std::vector<SharedPayload> payloads;
                   payloads.reserve(chunks->size());
@@ -87,18 +102,45 @@ class PullReactor final : public UnaryReactor {
                     out->set_version(c.version);
                     payloads.push_back(Encode(std::move(c.weights), dtype));
                     out->set_raw_bytes(static_cast<int64_t>(payloads.back().bytes.size()));
+                    bytes_ += out->raw_bytes();
                   }
                   Reply(absl::OkStatus(), EncodeFrame(resp, std::move(payloads)));
                 });
   }
+  // The pull's wait for its weights, then the answer's way out.
+  void Finished(absl::Time started, absl::Time read) override {
+    if (trace_ == nullptr || ready_ == absl::InfinitePast()) return;
+    const absl::Time done = absl::Now();
+    if (await_only_) {
+      trace_->Async("awaits", absl::StrCat("await ", From(ctx_)), read, ready_, {{"step", step_}});
+      return;
+    }
+    trace_->Async("answer", absl::StrCat("answer ", From(ctx_)), ready_, done, {{"step", step_}, {"bytes", bytes_}});
+  }
+  // An await's answer: the keys and their versions, no values.
+  static wire::PullResponse Versions(const std::vector<PulledChunk>& chunks) {
+    wire::PullResponse resp;
+    for (const PulledChunk& c : chunks) {
+      wire::Chunk* out = resp.add_chunks();
+      out->mutable_key()->set_tensor(c.key.tensor);
+      out->mutable_key()->set_chunk(c.key.chunk);
+      out->set_version(c.version);
+      out->set_raw_bytes(0);
+    }
+    return resp;
+  }
+  int64_t step_ = -1, bytes_ = 0;
+  bool await_only_ = false;
+  absl::Time ready_ = absl::InfinitePast();
 };
 
 }  // namespace
 
-grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core) {
+grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core,
+                                                    Trace* trace) {
   UnaryReactor* r = nullptr;
-  if (ctx->method() == kRawPushMethod) r = new PushReactor(ctx, core);
-  if (ctx->method() == kRawPullMethod) r = new PullReactor(ctx, core);
+  if (ctx->method() == kRawPushMethod) r = new PushReactor(ctx, core, trace);
+  if (ctx->method() == kRawPullMethod) r = new PullReactor(ctx, core, trace);
   if (r != nullptr) r->Start();
   return r;
 }

@@ -11,35 +11,57 @@ namespace {
 // w[3,5] and b[5] in 16-byte chunks (4 floats): 6 keys over 2 servers.
 Layout SmallLayout() { return Layout{{{"w", {3, 5}}, {"b", {5}}}}; }
 
-TEST_CASE("pushes: one request per server and lane, every chunk once, payloads borrowed", "[requests]") {
+TEST_CASE("pushes: each server's chunks in requests of at most the cap, every chunk once, payloads borrowed",
+          "[requests]") {
   const KeyMap map = *KeyMap::Build(SmallLayout(), 2, 16);
-  const RequestBuilder builder(&map, /*lanes=*/2, wire::DTYPE_FLOAT32);
+  const RequestBuilder builder(&map, /*max_request_bytes=*/32, wire::DTYPE_FLOAT32);
   std::vector<float> w(15), b(5);
   for (int i = 0; i < 15; ++i) w[i] = static_cast<float>(i);
   auto pushes = builder.Pushes(3, {{0, w.data()}, {1, b.data()}});
   REQUIRE(pushes.ok());
-  REQUIRE(pushes->size() == 4);  // 2 servers x 2 lanes
   int chunks = 0;
-  for (size_t slot = 0; slot < pushes->size(); ++slot) {
-    const auto& req = (*pushes)[slot];
-    if (!req) continue;
+  for (const auto& req : *pushes) {
     REQUIRE(req->header.step() == 3);
     REQUIRE(req->payloads.size() == static_cast<size_t>(req->header.chunks_size()));
+    REQUIRE(req->bytes <= 32);
+    REQUIRE(req->first_tensor == req->header.chunks(0).key().tensor());
+    int64_t bytes = 0;
     for (int i = 0; i < req->header.chunks_size(); ++i, ++chunks) {
       const wire::Chunk& c = req->header.chunks(i);
       const ChunkInfo* info = map.Find({c.key().tensor(), c.key().chunk()});
-      REQUIRE(info->server == builder.ServerOfSlot(slot));
+      REQUIRE(info->server == req->server);
       REQUIRE(c.raw_bytes() == info->length * 4);
+      bytes += c.raw_bytes();
       const float* tensor = c.key().tensor() == 0 ? w.data() : b.data();
       REQUIRE(req->payloads[i].data() == reinterpret_cast<const char*>(tensor + info->offset));  // no copy
     }
+    REQUIRE(bytes == req->bytes);
   }
   REQUIRE(chunks == 6);
+  // 76 bytes over two servers in requests of at most 32: at least 3.
+  REQUIRE(pushes->size() >= 3);
+  // Without a cap, one request per server.
+  const RequestBuilder whole(&map, 0, wire::DTYPE_FLOAT32);
+  REQUIRE(whole.Pushes(3, {{0, w.data()}, {1, b.data()}})->size() == 2);
+}
+
+TEST_CASE("requests keep each server's chunks in tensor order, so a request's first tensor is its place in line",
+          "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, 16, wire::DTYPE_FLOAT32);  // one chunk per request
+  std::vector<float> w(15), b(5);
+  auto pulls = builder.Pulls(2, {{0, w.data()}, {1, b.data()}});
+  REQUIRE(pulls.ok());
+  REQUIRE(pulls->size() == 6);
+  std::vector<uint32_t> firsts;
+  for (const PullPart& p : *pulls) firsts.push_back(p.first_tensor);
+  REQUIRE(firsts == std::vector<uint32_t>{0, 0, 0, 0, 1, 1});
+  REQUIRE((*pulls)[3].bytes == 12);  // w's last chunk: 3 floats
 }
 
 TEST_CASE("bfloat16 pushes carry narrowed copies of half the size", "[requests]") {
   const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
-  const RequestBuilder builder(&map, 1, wire::DTYPE_BFLOAT16);
+  const RequestBuilder builder(&map, 0, wire::DTYPE_BFLOAT16);
   std::vector<float> b = {1.0f, -2.0f, 0.5f, 3.0f, 8.0f};
   auto pushes = builder.Pushes(0, {{1, b.data()}});
   REQUIRE(pushes.ok());
@@ -53,7 +75,7 @@ TEST_CASE("bfloat16 pushes carry narrowed copies of half the size", "[requests]"
 
 TEST_CASE("bad tensors are refused before anything is sent", "[requests]") {
   const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
-  const RequestBuilder builder(&map, 1, wire::DTYPE_FLOAT32);
+  const RequestBuilder builder(&map, 0, wire::DTYPE_FLOAT32);
   std::vector<float> x(15);
   REQUIRE(builder.Pushes(0, {}).status().code() == absl::StatusCode::kInvalidArgument);
   REQUIRE_THAT(std::string(builder.Pulls(0, {{7, x.data()}}).status().message()), Catch::Contains("unknown tensor 7"));
@@ -80,21 +102,22 @@ grpc::ByteBuffer Answer(const KeyMap& map, const wire::PullRequest& req, wire::D
 
 TEST_CASE("a pull answer lands in the caller's tensors; a wrong one is DATA_LOSS", "[requests]") {
   const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
-  const RequestBuilder builder(&map, 1, wire::DTYPE_FLOAT32);
+  const RequestBuilder builder(&map, 0, wire::DTYPE_FLOAT32);
   std::vector<float> w(15, -1.0f);
   auto plan = builder.Pulls(5, {{0, w.data()}});
   REQUIRE(plan.ok());
-  const wire::PullRequest& req = *plan->requests[0];
+  REQUIRE(plan->size() == 1);
+  const wire::PullRequest& req = *(*plan)[0].request;
   REQUIRE(req.step() == 5);
   REQUIRE(req.keys_size() == 4);
-  REQUIRE(DecodePullAnswer(Answer(map, req, wire::DTYPE_FLOAT32), plan->targets[0], wire::DTYPE_FLOAT32).ok());
+  REQUIRE(DecodePullAnswer(Answer(map, req, wire::DTYPE_FLOAT32), (*plan)[0].targets, wire::DTYPE_FLOAT32).ok());
   REQUIRE(w[0] == 0.0f);
   REQUIRE(w[5] == 11.0f);   // chunk 1, element 1
   REQUIRE(w[14] == 32.0f);  // chunk 3, element 2
 
   wire::PullRequest fewer = req;
   fewer.mutable_keys()->RemoveLast();
-  const absl::Status short_answer = DecodePullAnswer(Answer(map, fewer, wire::DTYPE_FLOAT32), plan->targets[0],
+  const absl::Status short_answer = DecodePullAnswer(Answer(map, fewer, wire::DTYPE_FLOAT32), (*plan)[0].targets,
                                                      wire::DTYPE_FLOAT32);
   REQUIRE(short_answer.code() == absl::StatusCode::kDataLoss);
   REQUIRE_THAT(std::string(short_answer.message()), Catch::Contains("answered 3 chunks; asked for 4"));

@@ -87,7 +87,8 @@ TEST_CASE("SIGTERM at any moment of start-up, a slow restore included, exits 0",
   std::string phases;
   for (int delay_ms : {0, 2, 10, 30, 100, 300, 1000}) {
     const std::string log_path = absl::StrCat(dir, "/server-", delay_ms, ".log");
-    ChildProcess server(RunfilePath("server/ps_server"), {"--port=0", "--checkpoint_dir=" + dir + "/ckpt"}, log_path);
+    ChildProcess server(RunfilePath("server/ps_server"),
+                        {"--port=0", "--partition_bytes=2097152", "--checkpoint_dir=" + dir + "/ckpt"}, log_path);
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
     while (!BlocksSigterm(server.pid()) && absl::Now() < give_up) absl::SleepFor(absl::Microseconds(100));
     absl::SleepFor(absl::Milliseconds(delay_ms));

@@ -1,5 +1,6 @@
 // TransferQueue: the byte budget is never exceeded (except by a lone
-// transfer larger than it), waiting transfers start earliest layer first
+// transfer larger than it), waiting transfers start earliest step, then
+// earliest layer first
 // (strictly: a later layer never overtakes a waiting earlier one), equal
 // priorities in submission order, and no budget starts everything.
 #include <catch2/catch.hpp>
@@ -25,16 +26,16 @@ struct Recorder {
 };
 
 TEST_CASE("the budget holds transfers back; the earliest layer starts first", "[transfer_queue]") {
-  TransferQueue q(100);
+  TransferQueue q(TransferQueue::Budget{100});
   Recorder r;
   r.finish.resize(5);
-  q.Submit(5, 60, r.Transfer(0));  // starts: nothing in flight
-  q.Submit(4, 60, r.Transfer(1));  // waits: 60 + 60 > 100
-  q.Submit(9, 30, r.Transfer(2));  // would fit, but waits behind the earlier layer 4 (strict priority)
+  q.Submit({0, 5}, 60, r.Transfer(0));  // starts: nothing in flight
+  q.Submit({0, 4}, 60, r.Transfer(1));  // waits: 60 + 60 > 100
+  q.Submit({0, 9}, 30, r.Transfer(2));  // would fit, but waits behind the earlier layer 4 (strict priority)
   CHECK(r.started == std::vector<int>{0});
   CHECK(q.in_flight_bytes() == 60);
-  q.Submit(1, 50, r.Transfer(3));  // waits, ahead of 1 and 2
-  q.Submit(1, 50, r.Transfer(4));  // waits, after 3 (same priority)
+  q.Submit({0, 1}, 50, r.Transfer(3));  // waits, ahead of 1 and 2
+  q.Submit({0, 1}, 50, r.Transfer(4));  // waits, after 3 (same priority)
   r.finish[0]();                   // 3 and 4 fit together
   CHECK(r.started == std::vector<int>{0, 3, 4});
   CHECK(q.in_flight_bytes() == 100);
@@ -48,21 +49,66 @@ TEST_CASE("the budget holds transfers back; the earliest layer starts first", "[
   CHECK(q.in_flight_bytes() == 0);
 }
 
+TEST_CASE("an earlier step goes first, whatever its tensor", "[transfer_queue]") {
+  TransferQueue q(TransferQueue::Budget{10});
+  Recorder r;
+  r.finish.resize(3);
+  q.Submit({7, 0}, 10, r.Transfer(0));   // starts
+  q.Submit({8, 0}, 10, r.Transfer(1));   // the next step's first tensor
+  q.Submit({7, 99}, 10, r.Transfer(2));  // this step's last tensor: ahead of it
+  r.finish[0]();
+  CHECK(r.started == std::vector<int>{0, 2});
+  r.finish[2]();
+  CHECK(r.started == std::vector<int>{0, 2, 1});
+}
+
+TEST_CASE("a reservation keeps its place: later transfers trickle one at a time until it comes", "[transfer_queue]") {
+  TransferQueue q(TransferQueue::Budget{100});
+  Recorder r;
+  r.finish.resize(4);
+  const TransferQueue::Ticket urgent = q.Reserve({1, 0});  // awaited: not ready yet
+  q.Submit({1, 5}, 10, r.Transfer(0));  // nothing in flight: one may start behind the reservation
+  q.Submit({1, 6}, 10, r.Transfer(1));  // waits: something is in flight
+  CHECK(r.started == std::vector<int>{0});
+  r.finish[0]();  // the next one trickles
+  CHECK(r.started == std::vector<int>{0, 1});
+  q.Submit({1, 7}, 10, r.Transfer(2));
+  q.Submit(urgent, 50, r.Transfer(3));  // ready: it goes first, within the budget
+  CHECK(r.started == std::vector<int>{0, 1, 3, 2});
+  CHECK(q.in_flight_bytes() == 70);
+  for (int i : {1, 2, 3}) r.finish[i]();
+  CHECK(q.in_flight_bytes() == 0);
+}
+
+TEST_CASE("a cancelled reservation stops holding the line", "[transfer_queue]") {
+  TransferQueue q(TransferQueue::Budget{100});
+  Recorder r;
+  r.finish.resize(3);
+  const TransferQueue::Ticket lost = q.Reserve({0, 0});
+  q.Submit({0, 3}, 10, r.Transfer(0));
+  q.Submit({0, 4}, 10, r.Transfer(1));
+  CHECK(r.started == std::vector<int>{0});
+  q.Cancel(lost);  // its await failed: the rest may use the whole budget
+  CHECK(r.started == std::vector<int>{0, 1});
+  q.Submit(lost, 10, r.Transfer(2));  // a used-up ticket starts nothing
+  CHECK(r.started == std::vector<int>{0, 1});
+}
+
 TEST_CASE("a transfer larger than the budget starts when nothing is in flight", "[transfer_queue]") {
-  TransferQueue q(10);
+  TransferQueue q(TransferQueue::Budget{10});
   Recorder r;
   r.finish.resize(2);
-  q.Submit(0, 1000, r.Transfer(0));
-  q.Submit(0, 5, r.Transfer(1));
+  q.Submit({0, 0}, 1000, r.Transfer(0));
+  q.Submit({0, 0}, 5, r.Transfer(1));
   CHECK(r.started == std::vector<int>{0});
   r.finish[0]();
   CHECK(r.started == std::vector<int>{0, 1});
 }
 
 TEST_CASE("without a budget every transfer starts at once", "[transfer_queue]") {
-  TransferQueue q(0);
+  TransferQueue q(TransferQueue::Budget{0});
   int started = 0;
-  for (int i = 0; i < 5; ++i) q.Submit(i, 1 << 30, [&](std::function<void()> finished) { ++started; });
+  for (int i = 0; i < 5; ++i) q.Submit({0, i}, 1 << 30, [&](std::function<void()> finished) { ++started; });
   CHECK(started == 5);
 }
 

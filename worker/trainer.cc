@@ -39,6 +39,7 @@ Trainer::Trainer(const TrainerOptions& options, Model* model, PsClient* client, 
   batch_images_.resize(static_cast<size_t>(options_.batch_size) * train_->ImageSize());
   batch_labels_.resize(options_.batch_size);
   pulls_ahead_.resize(model_->num_layers());
+  pushes_.resize(model_->num_layers());
 }
 
 std::vector<TensorOut> Trainer::WeightsOf(int layer) {
@@ -47,11 +48,13 @@ std::vector<TensorOut> Trainer::WeightsOf(int layer) {
   return outs;
 }
 
-void Trainer::DrainPullsAhead() {
-  for (auto& p : pulls_ahead_) {
-    if (p) p->done.WaitForNotification();
-    p.reset();
-  }
+absl::Status Trainer::DrainTransfers() {
+  absl::Status failure;
+  for (auto& p : pulls_ahead_) WaitAndKeepError(p, failure);
+  const absl::Time start = absl::Now();
+  for (auto& p : pushes_) WaitAndKeepError(p, failure);
+  split_.push_wait += Seconds(start);
+  return failure;
 }
 
 void Trainer::LoadBatch(const Dataset& data, const int64_t* indices, int count) {
@@ -107,24 +110,29 @@ absl::Status Trainer::Forward(int64_t step) {
 
 absl::Status Trainer::BackwardAndPush(int64_t step, bool pull_ahead) {
   Backend& be = model_->backend();
-  const absl::Time start = absl::Now();
-  std::vector<std::shared_ptr<PendingCall>> pushes;
+  absl::Status failure;
   for (int l = model_->num_layers() - 1; l >= 0; --l) {
+    const absl::Time start = absl::Now();
     model_->BackwardLayer(l);
+    split_.compute += Seconds(start);
     if (model_->TensorsOfLayer(l).empty()) continue;
+    // The last step's push of this layer borrowed its host buffers: done by now, as a rule.
+    const absl::Time wait = absl::Now();
+    WaitAndKeepError(pushes_[l], failure);
+    split_.push_wait += Seconds(wait);
+    if (!failure.ok()) break;
+    const absl::Time copy = absl::Now();
     std::vector<TensorIn> ins;
     for (uint32_t t : model_->TensorsOfLayer(l)) {
       be.CopyOut(host_grads_[t].data(), model_->grads(t), host_grads_[t].size());
       ins.push_back({t, host_grads_[t].data()});
     }
+    split_.compute += Seconds(copy);
     // Layer l's weights were copied in during forward, so its host buffer is
-    // free for the next step's pull once the push is acknowledged.
+    // free for the next step's pull.
     if (pull_ahead) pulls_ahead_[l] = std::make_shared<PendingCall>();
-    pushes.push_back(PushThenPullAhead(*client_, step, std::move(ins), WeightsOf(l), pulls_ahead_[l]));
+    pushes_[l] = PushThenPullAhead(*client_, options_.mode, step, std::move(ins), WeightsOf(l), pulls_ahead_[l]);
   }
-  split_.compute += Seconds(start);
-  absl::Status failure;
-  for (auto& p : pushes) Wait(*p, split_.push_wait, failure);
   if (!failure.ok()) return failure;
   return be.status();
 }
@@ -149,7 +157,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
 }
 
 absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
-  DrainPullsAhead();
+  if (absl::Status drained = DrainTransfers(); !drained.ok()) return drained;
   std::vector<TensorOut> outs;
   for (uint32_t t = 0; t < host_weights_.size(); ++t) outs.push_back({t, host_weights_[t].data()});
   if (absl::Status s = client_->Pull(step, std::move(outs)); !s.ok()) return s;
@@ -205,7 +213,7 @@ absl::StatusOr<int64_t> Trainer::Join() {
 }
 
 absl::StatusOr<int64_t> Trainer::Rejoin(int64_t step, const absl::Status& why, TrainSummary& summary) {
-  DrainPullsAhead();
+  DrainTransfers().IgnoreError();  // the job is lining up again: their errors are old news
   spdlog::warn("step {}: {}; lining up with the job again", step, std::string(why.message()));
   absl::StatusOr<int64_t> back = Join();
   if (!back.ok()) return back.status();
@@ -344,7 +352,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       failures_in_a_row = 0;
       continue;
     }
-    DrainPullsAhead();
+    DrainTransfers().IgnoreError();  // `s` is the error that counts
     if (!IsRejoin(s) || ++failures_in_a_row > kMaxRejoinsInARow) {
       return absl::Status(s.code(), absl::StrCat("step ", step, ": ", s.message()));
     }
@@ -356,6 +364,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     if (epoch_end < 0 && *back / per_epoch != p.epoch) p.epoch = -1;  // that epoch starts over
     step = *back;
   }
+  if (absl::Status drained = DrainTransfers(); !drained.ok()) return drained;
   summary.samples = summary.steps * options_.batch_size;
   summary.wall_seconds = Seconds(run_start);
   summary.samples_per_second = summary.samples / summary.wall_seconds;

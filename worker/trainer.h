@@ -29,6 +29,7 @@ namespace shardps {
 struct TrainerOptions {
   int rank = 0;
   int num_workers = 1;
+  Mode mode = Mode::kSync;        // the job's: when a pull ahead leaves (client/pending_call.h)
   int batch_size = 64;
   int epochs = 1;
   uint64_t seed = 1;
@@ -118,14 +119,18 @@ class Trainer {
                     int* correct);
   // Pulls (or takes the pulls ahead) and runs forward layer by layer.
   absl::Status Forward(int64_t step);
-  // Backward, pushing each layer's gradients as soon as they are ready.
+  // Backward, pushing each layer's gradients as soon as they are ready. The
+  // step does not wait for its pushes: a layer's push is waited for when
+  // the next step's backward needs its host buffer again (DrainTransfers at
+  // the end).
   absl::Status BackwardAndPush(int64_t step, bool pull_ahead);
   void Wait(PendingCall& p, double& bucket, absl::Status& failure);
   absl::StatusOr<double> Evaluate(int64_t step);
   void LoadBatch(const Dataset& data, const int64_t* indices, int count);
   std::vector<TensorOut> WeightsOf(int layer);
-  // Waits for the pulls issued ahead: they write host_weights_.
-  void DrainPullsAhead();
+  // Waits for the pulls issued ahead (they write host_weights_) and the
+  // pushes in flight (they read host_grads_); returns the first error.
+  absl::Status DrainTransfers();
 
   const TrainerOptions options_;
   Model* const model_;
@@ -139,6 +144,7 @@ class Trainer {
   std::vector<int32_t> batch_labels_;
   TimeSplit split_;
   std::vector<std::shared_ptr<PendingCall>> pulls_ahead_;  // per layer: in flight for the coming step
+  std::vector<std::shared_ptr<PendingCall>> pushes_;       // per layer: the last push, maybe in flight
   DivergenceWatch divergence_;
   mutable absl::Mutex progress_mu_;
   TrainerProgress progress_ ABSL_GUARDED_BY(progress_mu_);

@@ -1,0 +1,115 @@
+// PsClient over gRPC (client/ps_client.h), internal to the client library:
+// a ServerConnection per server (channels, retries, re-registration,
+// heartbeats), requests built by client/ps_requests.h, joining the job by
+// client/job_alignment.h (client/grpc_ps_client.cc), and the transfer
+// schedule of pushes and pulls (client/grpc_transfers.cc).
+#ifndef SHARDPS_CLIENT_GRPC_PS_CLIENT_H_
+#define SHARDPS_CLIENT_GRPC_PS_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "client/delayed_executor.h"
+#include "client/job_alignment.h"
+#include "client/ps_client.h"
+#include "client/ps_requests.h"
+#include "client/server_connection.h"
+#include "client/transfer_queue.h"
+#include "common/key_partition.h"
+
+namespace shardps {
+
+// Runs fn(done) and waits for done to be called; returns its status.
+absl::Status Blocking(const std::function<void(PsClient::Done)>& fn);
+
+// Collects the answers of several calls; runs `done` once, after the last,
+// with the first error (a rejoin status before any other). Shared by the
+// calls' callbacks, which keep it alive.
+class Fanout {
+ public:
+  Fanout(int calls, PsClient::Done done) : remaining_(calls), done_(std::move(done)) {}
+  void Finish(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status.ok() && (error_.ok() || (IsRejoin(status) && !IsRejoin(error_)))) error_ = status;
+      if (--remaining_ > 0) return;
+    }
+    done_(error_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  int remaining_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_;  // written under mu_, read after the last Finish
+  const PsClient::Done done_;
+};
+
+// The budgets of the push queue and (apart) of the fetch queue
+// (client/grpc_transfers.cc says why these).
+TransferQueue::Budget TransferBudget(const ClientOptions& options);
+
+class GrpcPsClient final : public PsClient {
+ public:
+  GrpcPsClient(const ClientOptions& options, KeyMap map, std::shared_ptr<grpc::ChannelCredentials> credentials);
+  ~GrpcPsClient() override { Shutdown(); }
+
+  absl::StatusOr<int64_t> Register() override;
+  absl::Status Init(const std::vector<std::vector<float>>& weights) override;
+  void PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) override;
+  void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) override;
+  void Shutdown() override;
+  ClientStats Stats() const override;
+
+ private:
+  // Registers with `servers` in parallel (each waits up to server_timeout).
+  absl::StatusOr<std::vector<ServerJoinView>> RegisterWith(const std::vector<int>& servers,
+                                                           std::optional<ResumeAt> resume);
+  absl::Status RewindAll(const JoinPlan& plan);
+  CallSpec TransferSpec(const char* what, absl::Duration timeout) const {
+    return CallSpec{what, timeout, options_.job.mode == Mode::kAsync ? OnAbort::kRegisterAgain : OnAbort::kRejoin};
+  }
+  // Sends one push request (its turn in the push queue has come).
+  void SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,
+                std::shared_ptr<Fanout> fanout);
+  // Waits (sync, ssp) until the part's weights are ready, then queues its
+  // fetch in the place it reserved; fetches at once where pulls do not wait
+  // (async).
+  void AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
+  // The fetch, as the pull queue starts it.
+  TransferQueue::Start FetchStart(std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
+  void SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, std::function<void()> finished,
+                 std::shared_ptr<Fanout> fanout);
+  // A request's place in line: its step, the first tensor of its transfer,
+  // then its server in this worker's ring.
+  TransferPriority PriorityOf(int64_t step, uint32_t first_tensor, int server) const {
+    const int servers = static_cast<int>(connections_.size());
+    return {step, first_tensor, ((server - options_.rank - 1) % servers + servers) % servers};
+  }
+  // Records a request's time in line and in flight on the trace.
+  void TraceTransfer(const char* what, int server, uint32_t first_tensor, int64_t step, int64_t bytes,
+                     absl::Time queued, absl::Time sent) const;
+  void HeartbeatLoop();
+
+  const ClientOptions options_;
+  RealClock real_clock_;
+  Clock* const clock_;
+  const KeyMap key_map_;
+  const RequestBuilder builder_;
+  DelayedExecutor executor_;
+  std::vector<std::unique_ptr<ServerConnection>> connections_;
+  TransferQueue push_queue_, pull_queue_;
+  std::atomic<int64_t> rewinds_{0};
+  std::atomic<bool> shut_down_{false};
+  StopFlag stop_heartbeats_;
+  std::thread heartbeats_;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_CLIENT_GRPC_PS_CLIENT_H_

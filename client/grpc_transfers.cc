@@ -1,0 +1,173 @@
+// GrpcPsClient's pushes and pulls (client/grpc_ps_client.h): the transfer
+// schedule.
+//
+// Every push and pull is cut into requests of at most one partition's bytes
+// per server (client/ps_requests.h). Requests wait in two queues, pushes
+// (outgoing bytes) and fetched weights (incoming bytes), each ordered by
+// (step, the request's first tensor): the tensors the next forward pass
+// needs first go first, in both directions (P3, ByteScheduler). Each queue
+// keeps a window of bytes in flight (client/transfer_queue.h) that ends only
+// when the answer arrives, so the window holds end to end: however full the
+// links and their buffers are, a request in front of the queue waits behind
+// at most one window of bytes.
+//
+// Where pulls wait for weights (sync: for the step's version; ssp: for the
+// slowest worker), a pull first awaits them with an await-only request (a
+// small answer, sent when ready), and only then queues the fetch of the
+// values: weights are taken when they are ready and needed soonest, never
+// while a not-yet-ready pull holds the window.
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "client/grpc_ps_client.h"
+#include "common/tensor_frame.h"
+#include "common/trace.h"
+#include "common/wire_dtype.h"
+
+namespace shardps {
+
+namespace {
+
+template <typename Tensor>
+uint32_t FirstTensor(const std::vector<Tensor>& tensors) {
+  uint32_t first = UINT32_MAX;
+  for (const Tensor& t : tensors) first = std::min(first, t.tensor);
+  return first;
+}
+
+}  // namespace
+
+// 512 KB in flight (about 4 ms of a 1 Gbit/s link) keeps a link busy
+// between answers, and no transfer waits behind more than that of its own
+// worker's. Measured on the emulated cluster (README, "Scaling"): 256 KB and
+// 1 MB were slower; per-server budgets and more in flight behind a
+// reservation gained nothing.
+TransferQueue::Budget TransferBudget(const ClientOptions& options) {
+  TransferQueue::Budget b;
+  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : 512 << 10;
+  b.behind_reservation = 0;  // one request at a time while the next-needed weights are awaited
+  return b;
+}
+
+void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) {
+  absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> reqs = builder_.Pushes(step, tensors);
+  if (!reqs.ok()) return done(reqs.status());
+  auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs->size()), std::move(done));
+  const absl::Time queued = absl::Now();
+  const uint32_t first = FirstTensor(tensors);
+  for (std::shared_ptr<RawPush>& req : *reqs) {
+    const int64_t bytes = req->bytes;  // read before the lambda takes `req`
+    const TransferPriority priority = PriorityOf(step, first, req->server);
+    push_queue_.Submit(priority, bytes,
+                       [this, req = std::move(req), queued, fanout](std::function<void()> finished) mutable {
+                         SendPush(std::move(req), queued, std::move(finished), std::move(fanout));
+                       });
+  }
+}
+
+void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,
+                            std::shared_ptr<Fanout> fanout) {
+  const absl::Time sent = absl::Now();
+  auto resp = std::make_shared<grpc::ByteBuffer>();
+  connections_[req->server]->Call(
+      TransferSpec("push", options_.push_timeout),
+      [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
+        req->header.set_session_id(session);
+        auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(req->header, req->payloads));
+        stub.raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), resp.get(),
+                            [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+      },
+      [this, req, resp, queued, sent, finished = std::move(finished), fanout = std::move(fanout)](absl::Status st) {
+        finished();
+        TraceTransfer("push", req->server, req->first_tensor, req->header.step(), req->bytes, queued, sent);
+        fanout->Finish(st);
+      });
+}
+
+void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) {
+  absl::StatusOr<std::vector<PullPart>> parts = builder_.Pulls(step, tensors);
+  if (!parts.ok()) return done(parts.status());
+  auto fanout = std::make_shared<Fanout>(static_cast<int>(parts->size()), std::move(done));
+  const uint32_t first = FirstTensor(tensors);
+  for (PullPart& part : *parts) {
+    part.first_tensor = first;  // the whole transfer's place in line
+    AwaitThenFetch(step, std::make_shared<PullPart>(std::move(part)), fanout);
+  }
+}
+
+void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout) {
+  const TransferPriority priority = PriorityOf(step, part->first_tensor, part->server);
+  if (options_.job.mode == Mode::kAsync) {
+    const int64_t bytes = part->bytes;  // read before the lambda takes `part`
+    pull_queue_.Submit(priority, bytes, FetchStart(std::move(part), std::move(fanout)));
+    return;
+  }
+  // The fetch's place in line is held from now on, so that it goes before
+  // every later one whatever order the weights become ready in.
+  const TransferQueue::Ticket ticket = pull_queue_.Reserve(priority);
+  auto await = std::make_shared<wire::PullRequest>(*part->request);
+  await->set_await_only(true);
+  auto resp = std::make_shared<grpc::ByteBuffer>();
+  const absl::Time sent = absl::Now();
+  connections_[part->server]->Call(
+      TransferSpec("pull", options_.pull_timeout),
+      [await, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
+        await->set_session_id(session);
+        auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*await));
+        stub.raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), resp.get(),
+                            [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+      },
+      [this, step, part, sent, fanout, ticket](absl::Status st) mutable {
+        if (!st.ok()) {
+          pull_queue_.Cancel(ticket);
+          return fanout->Finish(st);
+        }
+        TraceTransfer("await", part->server, part->first_tensor, step, 0, sent, sent);
+        const int64_t bytes = part->bytes;  // read before FetchStart takes `part`
+        pull_queue_.Submit(ticket, bytes, FetchStart(std::move(part), std::move(fanout)));
+      });
+}
+
+TransferQueue::Start GrpcPsClient::FetchStart(std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout) {
+  const absl::Time queued = absl::Now();
+  return [this, part = std::move(part), queued, fanout = std::move(fanout)](std::function<void()> finished) mutable {
+    SendFetch(std::move(part), queued, std::move(finished), std::move(fanout));
+  };
+}
+
+void GrpcPsClient::SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, std::function<void()> finished,
+                             std::shared_ptr<Fanout> fanout) {
+  const absl::Time sent = absl::Now();
+  auto resp = std::make_shared<grpc::ByteBuffer>();
+  ServerConnection* connection = connections_[part->server].get();
+  auto req = part->request;
+  connection->Call(
+      TransferSpec("pull", options_.pull_timeout),
+      [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
+        req->set_session_id(session);
+        auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*req));
+        stub.raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), resp.get(),
+                            [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+      },
+      [this, connection, part, resp, queued, sent, finished = std::move(finished),
+       fanout = std::move(fanout)](absl::Status st) {
+        if (st.ok()) st = connection->Annotate(DecodePullAnswer(*resp, part->targets, options_.wire_dtype));
+        finished();
+        TraceTransfer("pull", part->server, part->first_tensor, part->request->step(), part->bytes, queued, sent);
+        fanout->Finish(st);
+      });
+}
+
+void GrpcPsClient::TraceTransfer(const char* what, int server, uint32_t first_tensor, int64_t step, int64_t bytes,
+                                 absl::Time queued, absl::Time sent) const {
+  if (options_.trace == nullptr) return;
+  const absl::Time done = absl::Now();
+  const std::string name = absl::StrCat(what, " ", options_.layout.tensors[first_tensor].name, " to server ", server);
+  if (sent - queued > absl::Microseconds(100)) {
+    options_.trace->Async(absl::StrCat(what, " queue"), name, queued, sent, {{"step", step}});
+  }
+  options_.trace->Async(what, name, sent, done, {{"step", step}, {"bytes", bytes}});
+}
+
+}  // namespace shardps
