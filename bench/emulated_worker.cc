@@ -70,9 +70,8 @@ class EmulatedWorker {
   // Consecutive tensors are grouped into buckets of at least `bucket_bytes`
   // (the last may be smaller); a bucket is pushed and pulled as one call.
   // `trace` (may be null) records steps, compute and waits.
-  EmulatedWorker(PsClient* client, Mode mode, const Layout& layout, absl::Duration compute, int64_t bucket_bytes,
-                 Trace* trace)
-      : client_(client), mode_(mode), layout_(layout), trace_(trace) {
+  EmulatedWorker(PsClient* client, const Layout& layout, absl::Duration compute, int64_t bucket_bytes, Trace* trace)
+      : client_(client), layout_(layout), trace_(trace) {
     const int64_t total = layout.TotalBytes();
     int64_t open = 0;
     for (uint32_t t = 0; t < layout.tensors.size(); ++t) {
@@ -133,7 +132,7 @@ class EmulatedWorker {
       WaitAndKeepError(pushes_[t], failure);
       split.push_wait += Since(wait);
       if (pull_ahead) pulls_[t] = std::make_shared<PendingCall>();
-      pushes_[t] = PushThenPullAhead(*client_, mode_, step, Ins(t), Outs(t), pulls_[t]);
+      pushes_[t] = PushThenPullAhead(*client_, step, Ins(t), Outs(t), pulls_[t]);
     }
     split.compute += Since(start);
     if (trace_) trace_->Span("step", absl::StrCat("step ", step), step_start, absl::Now(), {{"step", step}});
@@ -172,7 +171,6 @@ class EmulatedWorker {
   }
 
   PsClient* const client_;
-  const Mode mode_;
   const Layout layout_;
   Trace* const trace_;
   std::vector<std::vector<float>> weights_, grads_;
@@ -207,7 +205,7 @@ int Run() {
   for (const TensorSpec& t : layout->tensors) init.emplace_back(t.NumElements(), 0.01f);
   if (absl::Status s = (*client)->Init(init); !s.ok()) return Fail(s);
 
-  EmulatedWorker worker(client->get(), o.job.mode, *layout, absl::Milliseconds(absl::GetFlag(FLAGS_compute_ms)),
+  EmulatedWorker worker(client->get(), *layout, absl::Milliseconds(absl::GetFlag(FLAGS_compute_ms)),
                         absl::GetFlag(FLAGS_bucket_bytes), trace.get());
   Split warm, split;
   const bool pull_ahead = absl::GetFlag(FLAGS_pull_ahead);

@@ -63,6 +63,8 @@ class GrpcPsClient final : public PsClient {
   absl::Status Init(const std::vector<std::vector<float>>& weights) override;
   void PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) override;
   void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) override;
+  void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
+                    Done pulled) override;
   void Shutdown() override;
   ClientStats Stats() const override;
 
@@ -77,10 +79,13 @@ class GrpcPsClient final : public PsClient {
   // Sends one push request (its turn in the push queue has come).
   void SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,
                 std::shared_ptr<Fanout> fanout);
+  // The parts of a pull, each in line as its whole transfer (its first tensor).
+  absl::StatusOr<std::vector<PullPart>> PullParts(int64_t step, const std::vector<TensorOut>& tensors) const;
   // Waits (sync, ssp) until the part's weights are ready, then queues its
-  // fetch in the place it reserved; fetches at once where pulls do not wait
-  // (async).
-  void AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
+  // fetch in the place it reserved (now, or before: `ticket`); fetches at
+  // once where pulls do not wait (async).
+  void AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout,
+                      std::optional<TransferQueue::Ticket> ticket = std::nullopt);
   // The fetch, as the pull queue starts it.
   TransferQueue::Start FetchStart(std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
   void SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, std::function<void()> finished,

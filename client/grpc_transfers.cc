@@ -41,12 +41,14 @@ uint32_t FirstTensor(const std::vector<Tensor>& tensors) {
 // 512 KB in flight (about 4 ms of a 1 Gbit/s link) keeps a link busy
 // between answers, and no transfer waits behind more than that of its own
 // worker's. Measured on the emulated cluster (README, "Scaling"): 256 KB and
-// 1 MB were slower; per-server budgets and more in flight behind a
-// reservation gained nothing.
+// 1 MB were slower, and so was more in flight behind a reservation.
 TransferQueue::Budget TransferBudget(const ClientOptions& options) {
   TransferQueue::Budget b;
   b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : 512 << 10;
-  b.behind_reservation = 0;  // one request at a time while the next-needed weights are awaited
+  // While the weights the next forward needs first are awaited, 128 KB of
+  // later ones may be fetched: enough to use a link's spare time during
+  // backward, little enough not to delay what is awaited.
+  b.behind_reservation = 128 << 10;
   return b;
 }
 
@@ -85,27 +87,64 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
       });
 }
 
-void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) {
+absl::StatusOr<std::vector<PullPart>> GrpcPsClient::PullParts(int64_t step,
+                                                             const std::vector<TensorOut>& tensors) const {
   absl::StatusOr<std::vector<PullPart>> parts = builder_.Pulls(step, tensors);
-  if (!parts.ok()) return done(parts.status());
-  auto fanout = std::make_shared<Fanout>(static_cast<int>(parts->size()), std::move(done));
+  if (!parts.ok()) return parts;
   const uint32_t first = FirstTensor(tensors);
-  for (PullPart& part : *parts) {
-    part.first_tensor = first;  // the whole transfer's place in line
-    AwaitThenFetch(step, std::make_shared<PullPart>(std::move(part)), fanout);
-  }
+  for (PullPart& part : *parts) part.first_tensor = first;  // the whole transfer's place in line
+  return parts;
 }
 
-void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout) {
+void GrpcPsClient::PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) {
+  absl::StatusOr<std::vector<PullPart>> parts = PullParts(step, tensors);
+  if (!parts.ok()) return done(parts.status());
+  auto fanout = std::make_shared<Fanout>(static_cast<int>(parts->size()), std::move(done));
+  for (PullPart& part : *parts) AwaitThenFetch(step, std::make_shared<PullPart>(std::move(part)), fanout);
+}
+
+void GrpcPsClient::PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights,
+                                Done pushed, Done pulled) {
+  if (options_.job.mode == Mode::kSync) {
+    PushAsync(step, std::move(grads), std::move(pushed));
+    return PullAsync(step + 1, std::move(weights), std::move(pulled));
+  }
+  absl::StatusOr<std::vector<PullPart>> parts = PullParts(step + 1, weights);
+  if (!parts.ok()) {
+    PushAsync(step, std::move(grads), std::move(pushed));
+    return pulled(parts.status());
+  }
+  // The pull holds its places from now on; its values are fetched once the
+  // push is acknowledged.
+  auto reserved = std::make_shared<std::vector<std::pair<TransferQueue::Ticket, std::shared_ptr<PullPart>>>>();
+  for (PullPart& part : *parts) {
+    const TransferQueue::Ticket ticket = pull_queue_.Reserve(PriorityOf(step + 1, part.first_tensor, part.server));
+    reserved->emplace_back(ticket, std::make_shared<PullPart>(std::move(part)));
+  }
+  PushAsync(step, std::move(grads),
+            [this, step, reserved, pushed = std::move(pushed), pulled = std::move(pulled)](absl::Status s) {
+              if (!s.ok()) {
+                for (auto& [ticket, part] : *reserved) pull_queue_.Cancel(ticket);
+                pulled(s);
+              } else {
+                auto fanout = std::make_shared<Fanout>(static_cast<int>(reserved->size()), pulled);
+                for (auto& [ticket, part] : *reserved) AwaitThenFetch(step + 1, part, fanout, ticket);
+              }
+              pushed(std::move(s));
+            });
+}
+
+void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout,
+                                  std::optional<TransferQueue::Ticket> reserved) {
   const TransferPriority priority = PriorityOf(step, part->first_tensor, part->server);
   if (options_.job.mode == Mode::kAsync) {
-    const int64_t bytes = part->bytes;  // read before the lambda takes `part`
-    pull_queue_.Submit(priority, bytes, FetchStart(std::move(part), std::move(fanout)));
-    return;
+    const int64_t bytes = part->bytes;  // read before FetchStart takes `part`
+    if (reserved) return pull_queue_.Submit(*reserved, bytes, FetchStart(std::move(part), std::move(fanout)));
+    return pull_queue_.Submit(priority, bytes, FetchStart(std::move(part), std::move(fanout)));
   }
   // The fetch's place in line is held from now on, so that it goes before
   // every later one whatever order the weights become ready in.
-  const TransferQueue::Ticket ticket = pull_queue_.Reserve(priority);
+  const TransferQueue::Ticket ticket = reserved ? *reserved : pull_queue_.Reserve(priority);
   auto await = std::make_shared<wire::PullRequest>(*part->request);
   await->set_await_only(true);
   auto resp = std::make_shared<grpc::ByteBuffer>();

@@ -11,24 +11,15 @@ PsClient::Done PendingCall::Callback() {
   };
 }
 
-std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, Mode mode, int64_t step, std::vector<TensorIn> grads,
+std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, int64_t step, std::vector<TensorIn> grads,
                                                std::vector<TensorOut> weights,
                                                std::shared_ptr<PendingCall> pull_ahead) {
   auto push = std::make_shared<PendingCall>();
-  if (mode == Mode::kSync && pull_ahead) {
+  if (!pull_ahead) {
     client.PushAsync(step, std::move(grads), push->Callback());
-    client.PullAsync(step + 1, std::move(weights), pull_ahead->Callback());
     return push;
   }
-  client.PushAsync(step, std::move(grads),
-                   [&client, step, weights = std::move(weights), push, pull_ahead](absl::Status s) mutable {
-                     if (pull_ahead && s.ok()) {
-                       client.PullAsync(step + 1, std::move(weights), pull_ahead->Callback());
-                     } else if (pull_ahead) {
-                       pull_ahead->Callback()(s);
-                     }
-                     push->Callback()(std::move(s));
-                   });
+  client.PushThenPull(step, std::move(grads), std::move(weights), push->Callback(), pull_ahead->Callback());
   return push;
 }
 

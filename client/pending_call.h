@@ -23,13 +23,10 @@ struct PendingCall {
 };
 
 // Pushes `grads` for `step` and returns the push's completion. With
-// `pull_ahead`, the pull of `weights` for step + 1 leaves into it, so
-// weights travel while the caller computes the rest of the step: in sync
-// mode at once, beside the push (the pull waits for the step's version,
-// which needs this push, anyway); in async and ssp once the push is
-// acknowledged, so the weights hold this worker's own gradient (on a failed
-// push the pull gets the push's error).
-std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, Mode mode, int64_t step, std::vector<TensorIn> grads,
+// `pull_ahead`, the pull of `weights` for step + 1 completes into it
+// (PsClient::PushThenPull), so weights travel while the caller computes the
+// rest of the step.
+std::shared_ptr<PendingCall> PushThenPullAhead(PsClient& client, int64_t step, std::vector<TensorIn> grads,
                                                std::vector<TensorOut> weights,
                                                std::shared_ptr<PendingCall> pull_ahead);
 

@@ -110,6 +110,14 @@ class PsClient {
   virtual void PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) = 0;
   // Pulls `tensors` for `step` (DESIGN.md: sync waits for version `step`).
   virtual void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) = 0;
+  // Pushes `grads` for `step` and pulls `weights` for step + 1, the pull
+  // holding its place in the transfer schedule from now on. In sync mode
+  // the pull waits for the step's version (which needs this push) anyway;
+  // in async and ssp mode its values are fetched once the push is
+  // acknowledged, so they hold this worker's own gradient. `pulled` gets the
+  // push's error when the push fails.
+  virtual void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
+                            Done pulled) = 0;
 
   // Finishes or cancels every call in flight and runs each callback exactly
   // once (cancelled calls get CANCELLED); later calls fail CANCELLED at

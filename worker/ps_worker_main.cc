@@ -79,7 +79,6 @@ TrainerOptions TrainerOptionsFromFlags(const ClientOptions& client) {
   TrainerOptions t;
   t.rank = client.rank;
   t.num_workers = client.job.num_workers;
-  t.mode = client.job.mode;
   t.batch_size = absl::GetFlag(FLAGS_batch_size);
   t.epochs = absl::GetFlag(FLAGS_epochs);
   t.seed = absl::GetFlag(FLAGS_seed);

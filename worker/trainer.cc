@@ -131,7 +131,7 @@ absl::Status Trainer::BackwardAndPush(int64_t step, bool pull_ahead) {
     // Layer l's weights were copied in during forward, so its host buffer is
     // free for the next step's pull.
     if (pull_ahead) pulls_ahead_[l] = std::make_shared<PendingCall>();
-    pushes_[l] = PushThenPullAhead(*client_, options_.mode, step, std::move(ins), WeightsOf(l), pulls_ahead_[l]);
+    pushes_[l] = PushThenPullAhead(*client_, step, std::move(ins), WeightsOf(l), pulls_ahead_[l]);
   }
   if (!failure.ok()) return failure;
   return be.status();

@@ -29,7 +29,6 @@ namespace shardps {
 struct TrainerOptions {
   int rank = 0;
   int num_workers = 1;
-  Mode mode = Mode::kSync;        // the job's: when a pull ahead leaves (client/pending_call.h)
   int batch_size = 64;
   int epochs = 1;
   uint64_t seed = 1;
