@@ -155,10 +155,11 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
   return absl::AbortedError(absl::StrCat("could not line up with the job's servers after ", kRounds, " tries"));
 }
 
-absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) {
+absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights, bool* applied) {
   absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> reqs = builder_.Inits(weights);
   if (!reqs.ok()) return reqs.status();
-  return Blocking([&](Done done) {
+  auto any_applied = std::make_shared<std::atomic<bool>>(false);
+  const absl::Status status = Blocking([&](Done done) {
     auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs->size()), std::move(done));
     for (size_t s = 0; s < reqs->size(); ++s) {
       auto req = (*reqs)[s];
@@ -169,9 +170,14 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights) 
             req->set_session_id(session);
             stub.proto->async()->Init(ctx, req.get(), resp.get(), std::move(cb));
           },
-          [fanout](absl::Status st) { fanout->Finish(st); });
+          [fanout, resp, any_applied](absl::Status st) {
+            if (st.ok() && resp->outcome() == wire::INIT_APPLIED) any_applied->store(true);
+            fanout->Finish(st);
+          });
     }
   });
+  if (applied != nullptr) *applied = any_applied->load();
+  return status;
 }
 
 void GrpcPsClient::HeartbeatLoop() {

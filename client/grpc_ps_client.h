@@ -60,7 +60,7 @@ class GrpcPsClient final : public PsClient {
   ~GrpcPsClient() override { Shutdown(); }
 
   absl::StatusOr<int64_t> Register() override;
-  absl::Status Init(const std::vector<std::vector<float>>& weights) override;
+  absl::Status Init(const std::vector<std::vector<float>>& weights, bool* applied = nullptr) override;
   void PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) override;
   void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) override;
   void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,

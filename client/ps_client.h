@@ -101,8 +101,9 @@ class PsClient {
   // them hold a checkpoint of), and returns the step to continue at.
   virtual absl::StatusOr<int64_t> Register() = 0;
   // Sends every server the initial values of the keys it owns
-  // (`weights[t]` for tensor t). First writer wins.
-  virtual absl::Status Init(const std::vector<std::vector<float>>& weights) = 0;
+  // (`weights[t]` for tensor t). First writer wins; `applied` (may be null)
+  // says whether these values were the ones taken.
+  virtual absl::Status Init(const std::vector<std::vector<float>>& weights, bool* applied = nullptr) = 0;
 
   // Pushes the gradients of `tensors` for `step` to every server in
   // parallel. `done` runs once, after all answered, with the first error if

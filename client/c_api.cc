@@ -1,0 +1,316 @@
+// The C API (client/c_api.h) over PsClient. Statuses become return codes and
+// the thread's last error here and nowhere else; no exception crosses into C.
+#include "client/c_api.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "client/client_config.h"
+#include "client/ps_client.h"
+
+namespace shardps {
+namespace {
+
+thread_local std::string last_error;
+thread_local int last_code = 0;
+
+struct Client {
+  Layout layout;
+  absl::flat_hash_map<std::string, int> index;
+  std::unique_ptr<PsClient> client;
+};
+
+struct Call {
+  absl::Notification done;
+  absl::Status status;
+  PsClient::Done Callback() {
+    return [this](absl::Status s) {
+      status = std::move(s);
+      done.Notify();
+    };
+  }
+};
+
+int Result(const absl::Status& s) {
+  if (s.ok()) {
+    last_error.clear();
+    last_code = 0;
+    return SHARDPS_OK;
+  }
+  last_error = std::string(s.message());
+  last_code = static_cast<int>(s.code());
+  return IsRejoin(s) ? SHARDPS_REJOIN : SHARDPS_ERROR;
+}
+
+// Runs `f` (returning absl::Status) and turns its outcome, or an exception,
+// into the API's result.
+template <typename F>
+int Guard(F f) {
+  try {
+    return Result(f());
+  } catch (const std::exception& e) {
+    return Result(absl::InternalError(absl::StrCat("ShardPS C API: ", e.what())));
+  } catch (...) {
+    return Result(absl::InternalError("ShardPS C API: unknown exception"));
+  }
+}
+
+absl::Status NullArgument(const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " is null"));
+}
+
+absl::StatusOr<Client*> ClientOf(ShardpsClientHandle h) {
+  if (h == nullptr) return NullArgument("the client handle");
+  return static_cast<Client*>(h);
+}
+
+absl::StatusOr<Layout> LayoutFrom(int n, const char* const* names, const int* ndims, const int64_t* dims) {
+  if (n <= 0) return absl::InvalidArgumentError(absl::StrCat("a layout of ", n, " tensors"));
+  if (names == nullptr || ndims == nullptr || dims == nullptr) return NullArgument("the layout");
+  Layout layout;
+  int64_t d = 0;
+  for (int t = 0; t < n; ++t) {
+    if (names[t] == nullptr) return NullArgument(absl::StrCat("tensor ", t, "'s name").c_str());
+    if (ndims[t] < 0) return absl::InvalidArgumentError(absl::StrCat("tensor ", names[t], " has ", ndims[t], " dims"));
+    TensorSpec spec{names[t], {}};
+    for (int i = 0; i < ndims[t]; ++i, ++d) {
+      if (dims[d] <= 0) return absl::InvalidArgumentError(absl::StrCat("tensor ", names[t], " has a dimension ", dims[d]));
+      spec.dims.push_back(dims[d]);
+    }
+    layout.tensors.push_back(std::move(spec));
+  }
+  return layout;
+}
+
+template <typename Tensor, typename Value>
+absl::StatusOr<std::vector<Tensor>> TensorsOf(const Client& c, int n, const int* tensors, Value* const* values) {
+  if (n <= 0) return absl::InvalidArgumentError(absl::StrCat("a transfer of ", n, " tensors"));
+  if (tensors == nullptr || values == nullptr) return NullArgument("the tensors");
+  std::vector<Tensor> out;
+  for (int i = 0; i < n; ++i) {
+    if (tensors[i] < 0 || tensors[i] >= static_cast<int>(c.layout.tensors.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor index ", tensors[i], " is not in the layout of ",
+                                                     c.layout.tensors.size(), " tensors"));
+    }
+    if (values[i] == nullptr) return NullArgument(absl::StrCat("the values of tensor ", tensors[i]).c_str());
+    out.push_back({static_cast<uint32_t>(tensors[i]), values[i]});
+  }
+  return out;
+}
+
+absl::Status Wait(Call& call) {
+  call.done.WaitForNotification();
+  return call.status;
+}
+
+}  // namespace
+}  // namespace shardps
+
+using shardps::Call;
+using shardps::Client;
+using shardps::Guard;
+
+const char* ShardpsLastError(void) { return shardps::last_error.c_str(); }
+int ShardpsLastErrorCode(void) { return shardps::last_code; }
+
+int ShardpsVersion(int* major, int* minor) {
+  return Guard([&] {
+    if (major == nullptr || minor == nullptr) return shardps::NullArgument("the version's outputs");
+    *major = 1;
+    *minor = 0;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsClientCreate(const char* config, int num_tensors, const char* const* names, const int* ndims,
+                        const int64_t* dims, ShardpsClientHandle* out) {
+  return Guard([&]() -> absl::Status {
+    if (config == nullptr || out == nullptr) return shardps::NullArgument("the config or the output handle");
+    absl::StatusOr<shardps::ClientOptions> options = shardps::ClientOptionsFromText(config);
+    if (!options.ok()) return options.status();
+    absl::StatusOr<shardps::Layout> layout = shardps::LayoutFrom(num_tensors, names, ndims, dims);
+    if (!layout.ok()) return layout.status();
+    auto c = std::make_unique<Client>();
+    c->layout = *layout;
+    for (size_t t = 0; t < c->layout.tensors.size(); ++t) {
+      if (!c->index.emplace(c->layout.tensors[t].name, static_cast<int>(t)).second) {
+        return absl::InvalidArgumentError(absl::StrCat("the layout names tensor '", c->layout.tensors[t].name, "' twice"));
+      }
+    }
+    options->layout = c->layout;
+    absl::StatusOr<std::unique_ptr<shardps::PsClient>> client = shardps::PsClient::Connect(*options);
+    if (!client.ok()) return client.status();
+    c->client = *std::move(client);
+    *out = c.release();
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsClientFree(ShardpsClientHandle client) {
+  return Guard([&] {
+    delete static_cast<Client*>(client);  // the client shuts down in its destructor
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsTensorIndex(ShardpsClientHandle client, const char* name, int* index) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (name == nullptr || index == nullptr) return shardps::NullArgument("the name or the output");
+    auto it = (*c)->index.find(name);
+    if (it == (*c)->index.end()) return absl::NotFoundError(absl::StrCat("no tensor named '", name, "' in the layout"));
+    *index = it->second;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsTensorSize(ShardpsClientHandle client, int index, int64_t* elements) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (elements == nullptr) return shardps::NullArgument("the output");
+    if (index < 0 || index >= static_cast<int>((*c)->layout.tensors.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor index ", index, " is not in the layout"));
+    }
+    *elements = (*c)->layout.tensors[index].NumElements();
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsClientRegister(ShardpsClientHandle client, int64_t* step) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (step == nullptr) return shardps::NullArgument("the output step");
+    absl::StatusOr<int64_t> s = (*c)->client->Register();
+    if (!s.ok()) return s.status();
+    *step = *s;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsClientInit(ShardpsClientHandle client, const float* const* values, int* applied) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (values == nullptr) return shardps::NullArgument("the initial values");
+    std::vector<std::vector<float>> weights;
+    for (size_t t = 0; t < (*c)->layout.tensors.size(); ++t) {
+      if (values[t] == nullptr) return shardps::NullArgument(absl::StrCat("tensor ", t, "'s initial values").c_str());
+      weights.emplace_back(values[t], values[t] + (*c)->layout.tensors[t].NumElements());
+    }
+    bool done = false;
+    if (absl::Status s = (*c)->client->Init(weights, &done); !s.ok()) return s;
+    if (applied != nullptr) *applied = done ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsPush(ShardpsClientHandle client, int64_t step, int n, const int* tensors, const float* const* values) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    auto ins = shardps::TensorsOf<shardps::TensorIn>(**c, n, tensors, values);
+    if (!ins.ok()) return ins.status();
+    return (*c)->client->Push(step, *std::move(ins));
+  });
+}
+
+int ShardpsPull(ShardpsClientHandle client, int64_t step, int n, const int* tensors, float* const* out) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    auto outs = shardps::TensorsOf<shardps::TensorOut>(**c, n, tensors, out);
+    if (!outs.ok()) return outs.status();
+    return (*c)->client->Pull(step, *std::move(outs));
+  });
+}
+
+int ShardpsPushAsync(ShardpsClientHandle client, int64_t step, int n, const int* tensors, const float* const* values,
+                     ShardpsCallHandle* call) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (call == nullptr) return shardps::NullArgument("the output call");
+    auto ins = shardps::TensorsOf<shardps::TensorIn>(**c, n, tensors, values);
+    if (!ins.ok()) return ins.status();
+    auto* pending = new Call();
+    (*c)->client->PushAsync(step, *std::move(ins), pending->Callback());
+    *call = pending;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsPullAsync(ShardpsClientHandle client, int64_t step, int n, const int* tensors, float* const* out,
+                     ShardpsCallHandle* call) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (call == nullptr) return shardps::NullArgument("the output call");
+    auto outs = shardps::TensorsOf<shardps::TensorOut>(**c, n, tensors, out);
+    if (!outs.ok()) return outs.status();
+    auto* pending = new Call();
+    (*c)->client->PullAsync(step, *std::move(outs), pending->Callback());
+    *call = pending;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsPushThenPull(ShardpsClientHandle client, int64_t step, int n, const int* tensors, const float* const* grads,
+                        float* const* out, ShardpsCallHandle* pushed, ShardpsCallHandle* pulled) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (pushed == nullptr || pulled == nullptr) return shardps::NullArgument("the output calls");
+    auto ins = shardps::TensorsOf<shardps::TensorIn>(**c, n, tensors, grads);
+    if (!ins.ok()) return ins.status();
+    auto outs = shardps::TensorsOf<shardps::TensorOut>(**c, n, tensors, out);
+    if (!outs.ok()) return outs.status();
+    auto* push = new Call();
+    auto* pull = new Call();
+    (*c)->client->PushThenPull(step, *std::move(ins), *std::move(outs), push->Callback(), pull->Callback());
+    *pushed = push;
+    *pulled = pull;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsCallWait(ShardpsCallHandle call, double timeout_seconds, int* done) {
+  return Guard([&]() -> absl::Status {
+    if (call == nullptr || done == nullptr) return shardps::NullArgument("the call or the output");
+    auto* c = static_cast<Call*>(call);
+    const bool finished = timeout_seconds < 0 ? (c->done.WaitForNotification(), true)
+                                              : c->done.WaitForNotificationWithTimeout(absl::Seconds(timeout_seconds));
+    *done = finished ? 1 : 0;
+    return finished ? c->status : absl::OkStatus();
+  });
+}
+
+int ShardpsCallFree(ShardpsCallHandle call) {
+  return Guard([&] {
+    if (call == nullptr) return absl::OkStatus();
+    auto* c = static_cast<Call*>(call);
+    shardps::Wait(*c).IgnoreError();  // its buffers are borrowed until it completes
+    delete c;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsClientStats(ShardpsClientHandle client, int64_t* retries, int64_t* registrations, int64_t* rewinds) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    const shardps::ClientStats s = (*c)->client->Stats();
+    if (retries != nullptr) *retries = s.retries;
+    if (registrations != nullptr) *registrations = s.registrations;
+    if (rewinds != nullptr) *rewinds = s.rewinds;
+    return absl::OkStatus();
+  });
+}

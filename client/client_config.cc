@@ -1,0 +1,145 @@
+#include "client/client_config.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/security.h"
+#include "common/wire_dtype.h"
+
+namespace shardps {
+namespace {
+
+using Values = std::map<std::string, std::string>;
+
+constexpr int kMaxFlagfileDepth = 4;
+
+absl::Status Collect(const std::string& text, bool from_file, int depth, Values& values);
+
+absl::Status ReadFlagfile(const std::string& path, int depth, Values& values) {
+  if (depth > kMaxFlagfileDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("flag files nest deeper than ", kMaxFlagfileDepth, " at ", path));
+  }
+  std::ifstream in(path);
+  if (!in) return absl::FailedPreconditionError(absl::StrCat("cannot read the flag file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return Collect(text.str(), /*from_file=*/true, depth + 1, values);
+}
+
+bool Known(const std::string& name) {
+  static const char* const kNames[] = {
+      "servers",       "rank",          "num_workers",     "mode",       "staleness",  "partition_bytes",
+      "wire_dtype",    "channels_per_server", "in_flight_bytes", "push_timeout", "pull_timeout",
+      "server_timeout", "heartbeat_interval", "tls_ca", "tls_cert", "tls_key", "tls_mutual", "auth_token_file"};
+  for (const char* k : kNames) {
+    if (name == k) return true;
+  }
+  return false;
+}
+
+// Words "--name=value" (or "--name", "--noname" for booleans); later ones win.
+absl::Status Collect(const std::string& text, bool from_file, int depth, Values& values) {
+  for (absl::string_view word : absl::StrSplit(text, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty())) {
+    if (absl::StartsWith(word, "#")) continue;
+    absl::string_view w = word;
+    if (!absl::ConsumePrefix(&w, "--")) absl::ConsumePrefix(&w, "-");
+    std::string name(w.substr(0, w.find('=')));
+    std::string value = w.find('=') == absl::string_view::npos ? "true" : std::string(w.substr(w.find('=') + 1));
+    if (absl::StartsWith(name, "no") && Known(name.substr(2)) && w.find('=') == absl::string_view::npos) {
+      name = name.substr(2);
+      value = "false";
+    }
+    if (name == "flagfile") {
+      if (absl::Status s = ReadFlagfile(value, depth, values); !s.ok()) return s;
+      continue;
+    }
+    if (!Known(name)) {
+      if (from_file) continue;  // another process's flag
+      return absl::InvalidArgumentError(absl::StrCat("unknown client option '", std::string(word), "'"));
+    }
+    values[name] = value;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Bad(const std::string& name, const std::string& value, absl::string_view want) {
+  return absl::InvalidArgumentError(absl::StrCat("option --", name, "=", value, ": want ", want));
+}
+
+template <typename T>
+absl::Status Number(const Values& v, const std::string& name, T* out) {
+  auto it = v.find(name);
+  if (it == v.end()) return absl::OkStatus();
+  if (!absl::SimpleAtoi(it->second, out)) return Bad(name, it->second, "an integer");
+  return absl::OkStatus();
+}
+
+absl::Status Duration(const Values& v, const std::string& name, absl::Duration* out) {
+  auto it = v.find(name);
+  if (it == v.end()) return absl::OkStatus();
+  double seconds = 0;
+  if (absl::SimpleAtod(it->second, &seconds) && seconds > 0) {
+    *out = absl::Seconds(seconds);
+    return absl::OkStatus();
+  }
+  if (!absl::ParseDuration(it->second, out) || *out <= absl::ZeroDuration()) {
+    return Bad(name, it->second, "a positive duration such as 30s or 500ms");
+  }
+  return absl::OkStatus();
+}
+
+std::string Text(const Values& v, const std::string& name) {
+  auto it = v.find(name);
+  return it == v.end() ? "" : it->second;
+}
+
+absl::Status Fill(const Values& v, ClientOptions& o) {
+  o.servers = absl::StrSplit(Text(v, "servers"), ',', absl::SkipEmpty());
+  if (o.servers.empty()) return absl::InvalidArgumentError("no servers: give --servers=host:port,...");
+  o.job.num_servers = static_cast<int>(o.servers.size());
+  if (absl::Status s = Number(v, "rank", &o.rank); !s.ok()) return s;
+  if (absl::Status s = Number(v, "num_workers", &o.job.num_workers); !s.ok()) return s;
+  if (absl::Status s = Number(v, "staleness", &o.job.staleness); !s.ok()) return s;
+  if (absl::Status s = Number(v, "partition_bytes", &o.job.partition_bytes); !s.ok()) return s;
+  if (absl::Status s = Number(v, "channels_per_server", &o.channels_per_server); !s.ok()) return s;
+  if (absl::Status s = Number(v, "in_flight_bytes", &o.in_flight_bytes); !s.ok()) return s;
+  if (v.count("mode")) {
+    absl::StatusOr<Mode> mode = ParseMode(Text(v, "mode"));
+    if (!mode.ok()) return mode.status();
+    o.job.mode = *mode;
+  }
+  if (v.count("wire_dtype")) {
+    absl::StatusOr<wire::DType> dtype = ParseWireDType(Text(v, "wire_dtype"));
+    if (!dtype.ok()) return dtype.status();
+    o.wire_dtype = *dtype;
+  }
+  for (auto [name, field] : {std::pair{"push_timeout", &o.push_timeout}, {"pull_timeout", &o.pull_timeout},
+                             {"server_timeout", &o.server_timeout}, {"heartbeat_interval", &o.heartbeat_interval}}) {
+    if (absl::Status s = Duration(v, name, field); !s.ok()) return s;
+  }
+  const std::string mutual = Text(v, "tls_mutual");
+  if (!mutual.empty() && mutual != "true" && mutual != "false") return Bad("tls_mutual", mutual, "true or false");
+  o.tls = TlsFiles{Text(v, "tls_cert"), Text(v, "tls_key"), Text(v, "tls_ca"), mutual == "true"};
+  absl::StatusOr<std::string> token = ReadAuthToken(Text(v, "auth_token_file"));
+  if (!token.ok()) return token.status();
+  o.auth_token = *token;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ClientOptions> ClientOptionsFromText(const std::string& text) {
+  Values values;
+  if (absl::Status s = Collect(text, /*from_file=*/false, 0, values); !s.ok()) return s;
+  ClientOptions o;
+  if (absl::Status s = Fill(values, o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace shardps
