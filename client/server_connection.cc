@@ -18,6 +18,7 @@ struct ServerConnection::CallState {
   int attempts = 0;
   int reregistrations = 0;
   uint64_t session = 0;                              // of the last attempt
+  uint64_t first_session = 0;                        // of the first attempt
   absl::Time first_failure = absl::InfiniteFuture();  // of the server not answering
 };
 
@@ -97,7 +98,17 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
   }
   {
     absl::MutexLock lock(&mu_);
+    if (call->attempts == 0) call->first_session = session_;
     call->session = session_;
+  }
+  // A sync or ssp call belongs to the session (and timeline) it was issued
+  // in: when this worker registered again while it waited to be retried
+  // (the job rewound, say), replaying it would name a step the job has left.
+  if (call->attempts > 0 && call->spec.on_abort == OnAbort::kRejoin && call->session != call->first_session) {
+    return Finish(call, RejoinError(Annotate(absl::AbortedError(absl::StrCat(
+                                                 "the ", call->spec.what, " was issued before this worker registered "
+                                                 "again; the job has moved on")))
+                                        .message()));
   }
   ++call->attempts;
   call->attempt(NextStub(), ctx.get(), call->session, [this, call, ctx](grpc::Status status) {

@@ -12,6 +12,9 @@
 //    and Init register again and are retried. One registration runs at a
 //    time, shared by every call that needs it, and no thread blocks on it.
 //  - anything else fails at once, prefixed with the server's id and address.
+//  - a sync or ssp call that is to be retried after this worker registered
+//    again (a rewind, say) fails with a rejoin status instead: it was issued
+//    in a session, and for a step, that the job has left.
 //
 // Thread-safe. StopAndCancel() then AwaitIdle() before destruction.
 #ifndef SHARDPS_CLIENT_SERVER_CONNECTION_H_

@@ -194,6 +194,35 @@ TEST_CASE("an async server refuses a rewind", "[recovery]") {
   REQUIRE(core->Rewind(0, 1, {{0, 1}}).status().code() == absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_CASE("sync: a pull issued before the worker lined up again ends as a rejoin, not replayed into the new session",
+          "[recovery]") {
+  ManualClock clock;  // holds the pull's retry back until the worker has registered again
+  TestCluster cluster(CrashingServers(Mode::kSync, 1, 1, TempDir("stale-pull")), HostOptions(), &clock);
+  auto a = cluster.Worker(0);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  REQUIRE(PushAll(*a, 0, Filled(1)).ok());
+  absl::Notification done;
+  absl::Status result;
+  auto w = Zeros(SmallLayout());
+  a->PullAsync(3, {{0, w[0].data()}}, [&](absl::Status s) {  // waits for a step far ahead
+    result = s;
+    done.Notify();
+  });
+  cluster.Restart(0);  // the waiting pull fails UNAVAILABLE; its retry waits on the manual clock
+  absl::StatusOr<int64_t> step = a->Register();  // the job rewinds to the checkpoint of step 0 or 2
+  REQUIRE(step.ok());
+  REQUIRE(*step <= 2);
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!done.HasBeenNotified() && absl::Now() < give_up) {
+    clock.Advance(absl::Milliseconds(250));
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  REQUIRE(done.HasBeenNotified());  // replayed into the new session, it would wait for step 3 forever
+  INFO(result.ToString());
+  REQUIRE(IsRejoin(result));
+  REQUIRE_THAT(std::string(result.message()), Catch::Contains("issued before this worker registered again"));
+}
+
 TEST_CASE("a server that stays away is waited for up to server_timeout, then named", "[recovery]") {
   ManualClock clock;
   ClientOptions c;
