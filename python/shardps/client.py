@@ -1,0 +1,247 @@
+"""A ShardPS worker's connection to its job: pushes and pulls of named tensors.
+
+Values are NumPy arrays or PyTorch tensors shaped as the layout says, of a
+floating dtype. Float32 C-order arrays and contiguous float32 CPU tensors go
+to the library by pointer, without a copy; other floating dtypes are
+converted once (and pulled values converted back); CUDA tensors are staged
+through pinned host memory.
+"""
+import ctypes
+
+from shardps import _lib
+from shardps._lib import RejoinError, ShardpsError
+
+
+def _is_torch(value):
+    return type(value).__module__.split(".")[0] == "torch"
+
+
+class _Buffer:
+    """Float32 C-order host memory for one tensor's values: the caller's own
+    when it already is such, else a staging copy. `finish()` writes a pulled
+    staging copy back to the caller's value."""
+
+    def __init__(self, value, shape, name, pulled):
+        self.value, self.finish = value, (lambda: None)
+        if _is_torch(value):
+            self._from_torch(value, shape, name, pulled)
+        else:
+            self._from_numpy(value, shape, name, pulled)
+
+    def _from_numpy(self, value, shape, name, pulled):
+        import numpy as np
+        if not isinstance(value, np.ndarray):
+            raise TypeError("tensor '%s': want a NumPy array or a PyTorch tensor, got %s" % (name, type(value).__name__))
+        _check_shape(name, tuple(value.shape), shape)
+        if value.dtype.kind != "f":
+            raise TypeError("tensor '%s' has dtype %s; want a floating dtype" % (name, value.dtype))
+        if value.dtype == np.float32 and value.flags["C_CONTIGUOUS"] and (value.flags["WRITEABLE"] or not pulled):
+            self.array = value
+        else:
+            if pulled and not value.flags["WRITEABLE"]:
+                raise ValueError("tensor '%s': the array to pull into is read-only" % name)
+            self.array = np.ascontiguousarray(value, dtype=np.float32)
+            if pulled:
+                self.finish = lambda: np.copyto(value, self.array, casting="unsafe")
+        self.pointer = self.array.ctypes.data
+
+    def _from_torch(self, value, shape, name, pulled):
+        import torch
+        _check_shape(name, tuple(value.shape), shape)
+        if not value.is_floating_point():
+            raise TypeError("tensor '%s' has dtype %s; want a floating dtype" % (name, value.dtype))
+        direct = value.device.type == "cpu" and value.dtype == torch.float32 and value.is_contiguous()
+        if direct:
+            self.tensor = value.detach()
+        else:
+            pin = value.device.type == "cuda"
+            self.tensor = torch.empty(shape, dtype=torch.float32, pin_memory=pin)
+            if not pulled:
+                self.tensor.copy_(value.detach())
+            else:
+                self.finish = lambda: value.data.copy_(self.tensor, non_blocking=pin)
+        self.pointer = self.tensor.data_ptr()
+
+
+def _check_shape(name, got, want):
+    if got != tuple(want):
+        raise ValueError("tensor '%s' has shape %s; the layout says %s" % (name, got, tuple(want)))
+
+
+class Call:
+    """A push or pull in flight. `wait()` returns when it completed and
+    raises its error (RejoinError when the job asks to line up again); the
+    values it reads or writes must stay untouched until then."""
+
+    def __init__(self, client, handle, buffers):
+        self._client, self._handle, self._buffers = client, handle, buffers
+        self._result = None
+
+    def done(self):
+        if self._result is None:
+            self._poll(0.0)
+        return self._result is not None
+
+    def wait(self, timeout=None, rejoin=True):
+        """Waits up to `timeout` seconds (None: as long as it takes); True
+        when it completed. A call the job refused for a rejoin raises
+        RejoinError after registering again (with `rejoin`), else ShardpsError."""
+        if self._result is None:
+            self._poll(-1.0 if timeout is None else float(timeout))
+        if self._result is None:
+            return False
+        rc, message, code = self._result
+        if rc == _lib.SHARDPS_REJOIN and rejoin:
+            raise self._client._rejoin(message)
+        if rc != _lib.SHARDPS_OK:
+            raise ShardpsError(message, code)
+        return True
+
+    def _poll(self, timeout):
+        done = ctypes.c_int(0)
+        rc = _lib.lib().ShardpsCallWait(self._handle, timeout, ctypes.byref(done))
+        if done.value:
+            message, code = _lib.last_error() if rc != _lib.SHARDPS_OK else ("", 0)
+            self._result = (rc, message, code)
+            if rc == _lib.SHARDPS_OK:
+                for b in self._buffers:
+                    b.finish()
+            self._free()
+
+    def _free(self):
+        if self._handle:
+            _lib.lib().ShardpsCallFree(self._handle)  # waits for the call first
+            self._handle = None
+            self._buffers = []
+
+    def __del__(self):
+        try:
+            self._free()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class Client:
+    """A connection to a ShardPS job for a layout of named float32 tensors.
+
+    `config`: the client options as `--name=value` words (see
+    shardps.init_from_env for the usual way). `layout`: (name, shape) pairs,
+    the same on every worker.
+    """
+
+    def __init__(self, config, layout):
+        self.layout = [(str(n), tuple(int(d) for d in s)) for n, s in layout]
+        self.index = {n: i for i, (n, _) in enumerate(self.layout)}
+        if len(self.index) != len(self.layout):
+            raise ValueError("the layout names a tensor twice")
+        names = (ctypes.c_char_p * len(self.layout))(*[n.encode() for n, _ in self.layout])
+        wire = [s or (1,) for _, s in self.layout]  # a scalar travels as one element
+        ndims = (ctypes.c_int * len(wire))(*[len(s) for s in wire])
+        flat = [d for s in wire for d in s]
+        dims = (ctypes.c_int64 * max(1, len(flat)))(*flat)
+        handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().ShardpsClientCreate(config.encode(), len(self.layout), names, ndims, dims,
+                                                  ctypes.byref(handle)))
+        self._handle = handle
+
+    # Joining ---------------------------------------------------------------
+    def register(self):
+        """Joins the job; returns the step to continue at."""
+        step = ctypes.c_int64(0)
+        _lib.check(_lib.lib().ShardpsClientRegister(self._live(), ctypes.byref(step)))
+        return step.value
+
+    def init(self, values):
+        """Sends every tensor's initial values ({name: array}); the first
+        worker's win. True when these were."""
+        bufs = self._buffers(values, pulled=False, every=True)
+        ptrs = (ctypes.c_void_p * len(bufs))(*[b.pointer for _, b in bufs])
+        applied = ctypes.c_int(0)
+        _lib.check(_lib.lib().ShardpsClientInit(self._live(), ptrs, ctypes.byref(applied)), self._rejoin)
+        return bool(applied.value)
+
+    # Transfers -------------------------------------------------------------
+    def push(self, step, grads):
+        self.push_async(step, grads).wait()
+
+    def pull(self, step, out):
+        self.pull_async(step, out).wait()
+
+    def push_async(self, step, grads):
+        return self._start("ShardpsPushAsync", step, grads, pulled=False)
+
+    def pull_async(self, step, out):
+        return self._start("ShardpsPullAsync", step, out, pulled=True)
+
+    def push_then_pull(self, step, grads, out):
+        """Pushes `grads` for `step` and pulls the same tensors for step + 1
+        into `out` ({name: array}, the same names); returns (push, pull)."""
+        if set(grads) != set(out):
+            raise ValueError("push_then_pull: grads and out name different tensors")
+        g = self._buffers(grads, pulled=False)
+        o = self._buffers({self.layout[i][0]: out[self.layout[i][0]] for i, _ in g}, pulled=True)
+        idx = (ctypes.c_int * len(g))(*[i for i, _ in g])
+        gp = (ctypes.c_void_p * len(g))(*[b.pointer for _, b in g])
+        op = (ctypes.c_void_p * len(o))(*[b.pointer for _, b in o])
+        pushed, pulled = ctypes.c_void_p(), ctypes.c_void_p()
+        _lib.check(_lib.lib().ShardpsPushThenPull(self._live(), int(step), len(g), idx, gp, op, ctypes.byref(pushed),
+                                                  ctypes.byref(pulled)), self._rejoin)
+        return Call(self, pushed, [b for _, b in g]), Call(self, pulled, [b for _, b in o])
+
+    def stats(self):
+        r, g, w = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        _lib.check(_lib.lib().ShardpsClientStats(self._live(), ctypes.byref(r), ctypes.byref(g), ctypes.byref(w)))
+        return {"retries": r.value, "registrations": g.value, "rewinds": w.value}
+
+    def close(self):
+        """Finishes or cancels what is in flight and frees the client."""
+        if getattr(self, "_handle", None):
+            _lib.lib().ShardpsClientFree(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # Inside ----------------------------------------------------------------
+    def _live(self):
+        if not getattr(self, "_handle", None):
+            raise ShardpsError("the client is closed")
+        return self._handle
+
+    def _rejoin(self, message):
+        return RejoinError(message, self.register())
+
+    def _buffers(self, values, pulled, every=False):
+        if not isinstance(values, dict):
+            raise TypeError("want a dict of tensor name to array, got %s" % type(values).__name__)
+        if not values:
+            raise ValueError("no tensors given")
+        out = []
+        for name, value in values.items():
+            if name not in self.index:
+                raise KeyError("no tensor named '%s' in the layout" % name)
+            i = self.index[name]
+            out.append((i, _Buffer(value, self.layout[i][1], name, pulled)))
+        if every and len(out) != len(self.layout):
+            missing = sorted(set(self.index) - set(values))
+            raise ValueError("initial values lack %s" % ", ".join(missing))
+        out.sort(key=lambda ib: ib[0])
+        return out
+
+    def _start(self, function, step, values, pulled):
+        bufs = self._buffers(values, pulled)
+        idx = (ctypes.c_int * len(bufs))(*[i for i, _ in bufs])
+        ptrs = (ctypes.c_void_p * len(bufs))(*[b.pointer for _, b in bufs])
+        handle = ctypes.c_void_p()
+        _lib.check(getattr(_lib.lib(), function)(self._live(), int(step), len(bufs), idx, ptrs, ctypes.byref(handle)),
+                   self._rejoin)
+        return Call(self, handle, [b for _, b in bufs])

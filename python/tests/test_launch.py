@@ -1,0 +1,81 @@
+"""The PyTorch example (python/examples/fashion_mnist.py) as the workers of
+real jobs launched by deploy/ps_launch --script: it trains to accuracy in
+sync and in async mode without a change, and a server killed with SIGKILL
+and restarted mid-run makes the workers line up again and finish."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import support
+
+try:
+    import torch  # noqa: F401
+except ImportError:
+    torch = None
+
+LAUNCH = os.path.join(support.ROOT, "deploy", "ps_launch")
+EXAMPLE = os.path.join(support.ROOT, "python", "examples", "fashion_mnist.py")
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def launch(out, *flags):
+    cmd = [LAUNCH, "--script=" + EXAMPLE, "--python=" + support.sys.executable, "--out=" + out, "--servers=2",
+           "--workers=2", "--model=mlp", "--epochs=1", "--log_every=50"] + list(flags)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def summaries(out):
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "summary-*.json")))]
+
+
+@unittest.skipIf(torch is None or not os.path.isdir(DATA), "needs PyTorch and Fashion-MNIST (tools/setup)")
+class LaunchTest(unittest.TestCase):
+    def run_job(self, *flags):
+        out = tempfile.mkdtemp(prefix="shardps-launch.")
+        proc = launch(out, *flags)
+        log, _ = proc.communicate(timeout=600)
+        self.assertEqual(proc.returncode, 0, log[-3000:])
+        return out, log
+
+    def test_the_example_trains_in_sync_mode(self):
+        out, log = self.run_job("--mode=sync")
+        s = summaries(out)
+        self.assertEqual(len(s), 2)
+        self.assertGreaterEqual(s[0]["final_test_accuracy"], 0.82, log[-2000:])
+        self.assertEqual({x["steps"] for x in s}, {468})  # 60000 / 2 workers / 64 per step
+
+    def test_the_same_script_trains_in_async_mode(self):
+        out, log = self.run_job("--mode=async")
+        self.assertGreaterEqual(summaries(out)[0]["final_test_accuracy"], 0.80, log[-2000:])
+
+    def test_a_server_killed_mid_run_is_restarted_and_the_workers_finish(self):
+        out = tempfile.mkdtemp(prefix="shardps-chaos.")
+        proc = launch(out, "--mode=sync", "--restart_servers=1", "--checkpoint_dir=" + os.path.join(out, "ckpt"),
+                      "--checkpoint_every=50")
+        worker_log = os.path.join(out, "worker-0.log")
+        deadline = time.time() + 120
+        while time.time() < deadline:  # until the job is past step 100
+            if os.path.exists(worker_log) and "step 100/" in open(worker_log).read():
+                break
+            time.sleep(0.1)
+        os.kill(int(open(os.path.join(out, "server-1.pid")).read()), signal.SIGKILL)
+        try:
+            log, _ = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            self.fail("the job did not finish within 150 s of the kill:\n" + "\n".join(
+                "== %s\n%s" % (f, open(f).read()[-1500:]) for f in sorted(glob.glob(os.path.join(out, "*.log")))))
+        self.assertEqual(proc.returncode, 0, log[-3000:])
+        self.assertIn("restarting it", log)
+        logs = open(worker_log).read() + open(os.path.join(out, "worker-1.log")).read()
+        self.assertIn("rejoined the job at step", logs)
+        self.assertGreaterEqual(summaries(out)[0]["final_test_accuracy"], 0.80)
+
+
+if __name__ == "__main__":
+    unittest.main()

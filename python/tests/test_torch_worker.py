@@ -1,0 +1,106 @@
+"""shardps.torch.Worker with real ps_server processes: two workers of a
+sync job (threads of this process) end every step with the weights a local
+reference computes from their averaged gradients; rank 1 starts from rank
+0's values; a parameter without a gradient does not stall a sync step."""
+import threading
+import unittest
+
+import support
+import shardps
+
+try:
+    import torch
+    import torch.nn as nn
+    import shardps.torch
+except ImportError:
+    torch = None
+
+LR = 0.25
+
+
+class Tiny(nn.Module if torch else object):
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.first = nn.Linear(3, 4)
+        self.second = nn.Linear(4, 2)
+        self.unused = nn.Parameter(torch.ones(2))  # never in forward: pushed as zeros
+
+    def forward(self, x):
+        return self.second(torch.relu(self.first(x)))
+
+
+def batch(rank, step):
+    g = torch.Generator().manual_seed(100 * step + rank)
+    return torch.randn(5, 3, generator=g), torch.randint(0, 2, (5,), generator=g)
+
+
+def loss_of(model, rank, step):
+    x, y = batch(rank, step)
+    return torch.nn.functional.cross_entropy(model(x), y)
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class WorkerTest(unittest.TestCase):
+    def setUp(self):
+        self.servers = support.servers(2, "--num_workers=2", "--mode=sync", "--optimizer=sgd", "--lr=%g" % LR,
+                                       "--partition_bytes=32")
+        addresses = ",".join(s.address for s in self.servers)
+        self.flagfile = support.tempfile.NamedTemporaryFile("w", suffix=".flags", delete=False)
+        self.flagfile.write("--mode=sync\n--partition_bytes=32\n--server_timeout=30s\n--lr=%g\n" % LR)
+        self.flagfile.close()
+        self.jobs = [shardps.Job(addresses, r, 2, self.flagfile.name) for r in range(2)]
+
+    def tearDown(self):
+        for s in self.servers:
+            s.close()
+        support.os.unlink(self.flagfile.name)
+
+    def test_two_sync_workers_match_a_local_reference_step_by_step(self):
+        models = [Tiny(seed=1), Tiny(seed=2)]  # rank 1's own values must be replaced by rank 0's
+        reference = Tiny(seed=1)
+        steps = 4
+        seen = [[None] * steps for _ in range(2)]
+        errors = []
+
+        def run(rank):
+            try:
+                worker = shardps.torch.Worker(models[rank], self.jobs[rank])
+                step = worker.start()
+                while step < steps:
+                    loss_of(models[rank], rank, step).backward()
+                    models[rank](batch(rank, step)[0])  # a forward after the step takes step + 1's weights
+                    seen[rank][step] = {n: p.detach().clone() for n, p in models[rank].named_parameters()}
+                    step = worker.step_done()
+                worker.close()
+            except Exception as e:  # reported on the main thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(errors, [])
+        for step in range(steps):
+            grads = []
+            for rank in range(2):
+                reference.zero_grad()
+                loss_of(reference, rank, step).backward()
+                grads.append({n: p.grad.clone() for n, p in reference.named_parameters() if p.grad is not None})
+            with torch.no_grad():
+                for n, p in reference.named_parameters():
+                    if n in grads[0]:
+                        p -= LR * (grads[0][n] + grads[1][n]) / 2
+            for rank in range(2):
+                for n, p in reference.named_parameters():
+                    self.assertTrue(torch.allclose(seen[rank][step][n], p, atol=1e-6),
+                                    "rank %d step %d %s" % (rank, step, n))
+
+    def test_start_without_a_launcher_says_what_is_missing(self):
+        with self.assertRaisesRegex(shardps.ShardpsError, "SHARDPS_SERVERS"):
+            shardps.torch.Worker(Tiny(seed=1), shardps.init_from_env())
+
+
+if __name__ == "__main__":
+    unittest.main()
