@@ -4,6 +4,7 @@
 # to fit together (tests/check_k8s_manifests.py): for the checked-in example
 # (S=2, N=4, which must be what render prints now), for S=3, N=8 with mutual
 # TLS and its Secret from deploy/make_certs, and for a CPU job without TLS.
+# A job running a Python script as its workers validates too.
 # A manifest with an unknown field must fail validation, and render refuses
 # bad arguments. Prints a Catch2-style summary line for tools/test.
 set -uo pipefail
@@ -44,6 +45,17 @@ validate "$work/cpu.yaml" > "$work/validate.log" 2>&1 || { cat "$work/validate.l
 fits "$work/cpu.yaml" 1 2 || fail "CPU job parts do not fit"
 ! grep -q "nvidia.com/gpu\|shardps-tls" "$work/cpu.yaml" || fail "CPU job without TLS asks for a GPU or a Secret"
 pass "a CPU job without TLS validates and asks for neither GPUs nor a Secret"
+
+"$render" --servers=2 --workers=3 --security=mutual --gpus_per_worker=0 --script=/opt/shardps/python/examples/fashion_mnist.py \
+  --model=cnn > "$work/script.yaml" || fail "render --script"
+validate "$work/script.yaml" > "$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "a script job does not validate"; }
+grep -q -- "- /opt/shardps/python/examples/fashion_mnist.py" "$work/script.yaml" &&
+  grep -q "value: shardps-server-0.shardps-server:7000,shardps-server-1.shardps-server:7000" "$work/script.yaml" &&
+  grep -q "value: \$(RANK)" "$work/script.yaml" &&
+  grep -q 'value: "--tls_cert=/etc/shardps/tls/worker.pem --tls_key=/etc/shardps/tls/worker.key"' "$work/script.yaml" ||
+  { sed -n '/kind: Job/,$p' "$work/script.yaml"; fail "the script job's workers lack the script or their SHARDPS_* environment"; }
+! grep -q "/opt/shardps/bin/ps_worker" "$work/script.yaml" || fail "a script job still runs ps_worker"
+pass "a job whose workers run a Python script (--script) validates and gives each its SHARDPS_* environment"
 
 sed 's/completionMode: Indexed/completionMod: Indexed/' "$example" > "$work/broken.yaml"
 validate "$work/broken.yaml" > "$work/validate.log" 2>&1 && fail "an unknown field passed validation"

@@ -3,7 +3,8 @@
 # from Debian, a slurm.conf under the test's temp dir): a job of 2 servers and
 # 2 workers (oversubscribed on 2 cores), with mutual TLS and a job token,
 # trains to its accuracy with exit code 0; one with a server's job step cancelled mid-run recovers in its
-# allocation; one requeued mid-run resumes from its checkpoints; the scaling
+# allocation; one requeued mid-run resumes from its checkpoints; a Python
+# script runs as the workers (--script); the scaling
 # harness runs its sweep as Slurm jobs; a failing one ends non-zero. Then
 # the daemons are stopped and nothing is left behind.
 # Needs root. Prints a Catch2-style summary line for tools/test.
@@ -160,6 +161,18 @@ SHARDPS_BIN=$runfiles "$runfiles/bench/scaling" --launcher=slurm --workers=1,2 -
 rows=$(awk -F, 'NR > 1 && $5 > 0 && $6 > 0' "$work/shared/scaling/scaling.csv" | wc -l)
 [ "$rows" = 2 ] || { cat "$work/scaling.out" "$work/shared/scaling/scaling.csv"; fail "$rows of 2 scaling rows"; }
 pass "bench/scaling --launcher=slurm measures N=1 and N=2 as Slurm jobs ($(awk -F, 'NR == 3 {print "efficiency " $6}' "$work/shared/scaling/scaling.csv") at N=2)"
+
+# A Python script as the workers (ps_slurm --script), over mutual TLS: the
+# worker's certificate reaches it through SHARDPS_CLIENT_FLAGS.
+id=$(submit script --tls=mutual --script="$runfiles/python/examples/fashion_mnist.py" --python=/usr/bin/python3 \
+  --model=mlp --epochs=1 --max_steps_per_epoch=60 --log_every=20) || fail "sbatch"
+code=$(finish "$id")
+[ "$code" = 0:0 ] || { cat "$work/shared/script/slurm-$id.out" "$work/shared/script/run-0/"*.log | tail -40; fail "script job $id ended $code"; }
+for r in 0 1; do
+  grep -q '"steps": 60' "$work/shared/script/run-0/summary-$r.json" \
+    || { cat "$work/shared/script/run-0/worker-$r.log"; fail "script worker $r did not run 60 steps"; }
+done
+pass "a Python script runs as the 2 workers of a Slurm job over mutual TLS (accuracy $(accuracy "$work/shared/script/run-0/summary-0.json") after 60 steps)"
 
 id=$(submit failing --model=nope) || fail "sbatch"
 code=$(finish "$id")

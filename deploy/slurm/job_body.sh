@@ -61,9 +61,17 @@ echo "shardps: servers at $addresses"
 
 gpu_args=()
 [ "$gpus" -gt 0 ] && gpu_args=(--gpus-per-task="$gpus")
+if [ -n "${script:-}" ]; then  # a Python worker script: the job in its environment (python/shardps/env.py)
+  worker_cmd="SHARDPS_SERVERS=$addresses SHARDPS_RANK=\$SLURM_PROCID SHARDPS_NUM_WORKERS=$workers \
+    SHARDPS_FLAGFILE=$job_dir/job.flags SHARDPS_SUMMARY_JSON=$run/summary-\$SLURM_PROCID.json \
+    SHARDPS_CLIENT_FLAGS='$worker_tls' SHARDPS_LIB=$shardps_lib PYTHONPATH=$python_dir PYTHONUNBUFFERED=1 \
+    exec $python $script"
+else
+  worker_cmd="exec $worker_bin --flagfile=$job_dir/job.flags --servers=$addresses --rank=\$SLURM_PROCID $worker_tls \
+    --summary_json=$run/summary-\$SLURM_PROCID.json"
+fi
 srun --ntasks="$workers" --overlap --kill-on-bad-exit=0 --job-name=workers "${gpu_args[@]}" \
-  bash -c "exec $worker_bin --flagfile=$job_dir/job.flags --servers=$addresses --rank=\$SLURM_PROCID $worker_tls \
-           --summary_json=$run/summary-\$SLURM_PROCID.json > $run/worker-\$SLURM_PROCID.log 2>&1"
+  bash -c "$worker_cmd > $run/worker-\$SLURM_PROCID.log 2>&1"
 workers_code=$?
 echo "shardps: workers ended with code $workers_code; stopping the servers"
 

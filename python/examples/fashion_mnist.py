@@ -69,6 +69,8 @@ def main():
     worker = shardps.torch.Worker(model, job)  # ShardPS
     share = len(train_x) // job.num_workers
     per_epoch = share // batch
+    if job.flag("max_steps_per_epoch", int, 0) > 0:
+        per_epoch = min(per_epoch, job.flag("max_steps_per_epoch", int, 0))
     total = per_epoch * epochs
     step = worker.start()  # ShardPS
     start, done, accuracy, order_of = time.perf_counter(), 0, -1.0, {}
