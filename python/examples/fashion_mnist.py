@@ -101,7 +101,7 @@ def main():
     print(json.dumps(summary), flush=True)
     if job.summary_json:
         with open(job.summary_json, "w") as f:
-            json.dump(summary, f)
+            f.write(json.dumps(summary) + "\n")
 
 
 if __name__ == "__main__":
