@@ -212,7 +212,7 @@ int Run() {
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup_steps); ++i, ++*step) {
     if (absl::Status s = worker.Step(*step, pull_ahead, warm); !s.ok()) {
       worker.DrainPullsAhead();
-      worker.DrainPushes(warm);
+      worker.DrainPushes(warm).IgnoreError();  // the step's error is the one to report
       return Fail(s);
     }
   }
@@ -223,7 +223,7 @@ int Run() {
     const absl::Status s = worker.Step(*step, pull_ahead && i + 1 < steps, split);
     if (!s.ok()) {
       worker.DrainPullsAhead();
-      worker.DrainPushes(split);
+      worker.DrainPushes(split).IgnoreError();  // the step's error is the one to report
       return Fail(s);
     }
   }
