@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/metrics_http.h"
+#include "common/trace.h"
 #include "tests/test_cluster.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
@@ -11,9 +12,11 @@ namespace {
 
 // One sync server and one connected mlp worker (batch 32) on the CPU.
 struct OneWorkerMlp {
-  explicit OneWorkerMlp(double momentum) : cluster(Options(momentum)) {
+  explicit OneWorkerMlp(double momentum, Trace* trace = nullptr) : cluster(Options(momentum)) {
     REQUIRE(model.ok());
-    client = PsClient::Connect(cluster.ClientFor(0, (*model)->layout()));
+    ClientOptions c = cluster.ClientFor(0, (*model)->layout());
+    c.trace = trace;
+    client = PsClient::Connect(c);
     REQUIRE(client.ok());
   }
   static ServerOptions Options(double momentum) {
@@ -77,6 +80,42 @@ TEST_CASE("a worker's metrics: steps, samples, the time split, bytes and retries
   REQUIRE_THAT(page, Catch::Contains("shardps_worker_pushed_bytes_total{rank=\"3\"} 23514600"));
   REQUIRE_THAT(page, Catch::Contains("shardps_worker_retries_total{rank=\"3\"} 0"));
   REQUIRE_THAT(page, Catch::Contains("shardps_worker_registrations_total{rank=\"3\"} 1"));
+}
+
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("a worker's trace: a span per step and per layer's forward and backward, transfers beside them",
+          "[trainer][trace]") {
+  const Dataset train = SyntheticDataset(4000, 28, 28, 1);
+  const Dataset test = SyntheticDataset(500, 28, 28, 2);
+  Trace trace("ps_worker 0");
+  OneWorkerMlp job(/*momentum=*/0, &trace);
+  TrainerOptions t;
+  t.batch_size = 32;
+  t.max_steps_per_epoch = 4;
+  t.log_every = 0;
+  t.trace = &trace;
+  Trainer trainer(t, job.model->get(), job.client->get(), &train, &test);
+  REQUIRE(trainer.Run().ok());
+  (*job.client)->Shutdown();  // every transfer recorded
+  const std::string json = trace.Json();
+  INFO(json.substr(0, 4000));
+  for (int step = 0; step < 4; ++step) {
+    REQUIRE(Occurrences(json, "\"name\": \"step " + std::to_string(step) + "\"") == 1);
+  }
+  REQUIRE(Occurrences(json, "\"name\": \"step 4\"") == 0);
+  const int layers = (*job.model)->num_layers();
+  REQUIRE(Occurrences(json, "\"name\": \"forward 0\"") == 4);
+  REQUIRE(Occurrences(json, "\"name\": \"backward " + std::to_string(layers - 1) + "\"") == 4);
+  // mlp: 3 layers of 2 tensors, one 64 KB partition or more each: a push and a pull of each a step.
+  REQUIRE(Occurrences(json, "\"cat\": \"push\"") >= 4 * 6);
+  REQUIRE(Occurrences(json, "\"cat\": \"pull\"") >= 4 * 6);
+  REQUIRE(trace.dropped() == 0);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "common/health_server.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/trace.h"
 #include "common/wire_dtype.h"
 #include "kernels/cuda_context.h"
 #include "spdlog/spdlog.h"
@@ -36,6 +37,8 @@ ABSL_FLAG(uint64_t, seed, 1, "Job seed: initial weights and per-epoch shuffles."
 ABSL_FLAG(int, eval_rank, 0, "Rank that evaluates test accuracy after each epoch (-1: none).");
 ABSL_FLAG(int, log_every, 100, "Steps between progress lines (0: none).");
 ABSL_FLAG(std::string, summary_json, "", "Write the run's summary here at the end.");
+ABSL_FLAG(std::string, trace_file, "",
+          "Write a Chrome/Perfetto trace (JSON) of every transfer and step phase here at the end. Empty: none.");
 ABSL_FLAG(bool, stop_on_divergence, false,
           "Exit with an error when training diverges (an epoch's mean loss no lower than the first steps' "
           "after 2 epochs); without it a warning is logged and recorded in the summary. A loss that is not "
@@ -128,7 +131,11 @@ int Run() {
   if (!health.ok()) return fail(health.status());
   absl::StatusOr<ClientOptions> client_options = ClientOptionsFromFlags();
   if (!client_options.ok()) return fail(client_options.status());
-  const TrainerOptions trainer_options = TrainerOptionsFromFlags(*client_options);
+  std::unique_ptr<Trace> trace;
+  if (!absl::GetFlag(FLAGS_trace_file).empty()) trace = std::make_unique<Trace>(absl::StrCat("ps_worker ", rank));
+  client_options->trace = trace.get();
+  TrainerOptions trainer_options = TrainerOptionsFromFlags(*client_options);
+  trainer_options.trace = trace.get();
   absl::StatusOr<Dataset> train, test;
   if (absl::Status loaded = LoadData(trainer_options.seed, train, test); !loaded.ok()) return fail(loaded);
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend(absl::GetFlag(FLAGS_device), rank);
@@ -163,6 +170,10 @@ int Run() {
     std::ofstream out(path);
     out << SummaryJson(*summary, ConfigJson(*client_options, trainer_options, (*backend)->name()));
     if (!out) return fail(absl::InternalError(absl::StrCat("cannot write ", path)));
+  }
+  if (trace) {
+    (*client)->Shutdown();  // every transfer recorded
+    if (absl::Status s = trace->Write(absl::GetFlag(FLAGS_trace_file)); !s.ok()) return fail(s);
   }
   return 0;
 }

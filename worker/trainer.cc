@@ -66,11 +66,17 @@ void Trainer::LoadBatch(const Dataset& data, const int64_t* indices, int count) 
   model_->SetBatch(count, batch_images_.data(), batch_labels_.data());
 }
 
+void Trainer::TraceSpan(const char* track, std::string name, absl::Time start, int64_t step) const {
+  if (options_.trace != nullptr) options_.trace->Span(track, std::move(name), start, absl::Now(), {{"step", step}});
+}
+
 // Keeps the first failure of a step's calls, a rejoin before any other.
 void Trainer::Wait(PendingCall& p, double& bucket, absl::Status& failure) {
   const absl::Time start = absl::Now();
+  const bool ready = p.done.HasBeenNotified();
   p.done.WaitForNotification();
   bucket += Seconds(start);
+  if (!ready) TraceSpan("wait", "wait for a transfer", start, -1);
   if (!p.status.ok() && (failure.ok() || (IsRejoin(p.status) && !IsRejoin(failure)))) failure = p.status;
 }
 
@@ -98,6 +104,7 @@ absl::Status Trainer::Forward(int64_t step) {
     for (uint32_t t : model_->TensorsOfLayer(l)) be.CopyIn(model_->weights(t), host_weights_[t].data(), host_weights_[t].size());
     model_->ForwardLayer(l);
     split_.compute += Seconds(start);
+    TraceSpan("compute", absl::StrCat("forward ", l), start, step);
   }
   // After a failure, the pulls still in flight must finish before this step
   // returns: they write host buffers.
@@ -115,6 +122,7 @@ absl::Status Trainer::BackwardAndPush(int64_t step, bool pull_ahead) {
     const absl::Time start = absl::Now();
     model_->BackwardLayer(l);
     split_.compute += Seconds(start);
+    TraceSpan("compute", absl::StrCat("backward ", l), start, step);
     if (model_->TensorsOfLayer(l).empty()) continue;
     // The last step's push of this layer borrowed its host buffers: done by now, as a rule.
     const absl::Time wait = absl::Now();
@@ -143,6 +151,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
     absl::MutexLock lock(&progress_mu_);
     progress_.step = step;
   }
+  const absl::Time step_start = absl::Now();
   LoadBatch(*train_, indices.data(), static_cast<int>(indices.size()));
   if (absl::Status forward = Forward(step); !forward.ok()) return forward;
   const absl::Time start = absl::Now();
@@ -153,7 +162,9 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
     spdlog::error("{}", *diverged);
     return absl::FailedPreconditionError(*diverged);
   }
-  return BackwardAndPush(step, pull_ahead);
+  absl::Status pushed = BackwardAndPush(step, pull_ahead);
+  TraceSpan("step", absl::StrCat("step ", step), step_start, step);
+  return pushed;
 }
 
 absl::StatusOr<double> Trainer::Evaluate(int64_t step) {

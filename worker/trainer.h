@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/trace.h"
 #include "worker/dataset.h"
 #include "worker/divergence_watch.h"
 #include "worker/model.h"
@@ -38,6 +39,7 @@ struct TrainerOptions {
   int wire_value_bytes = 4;       // bytes a value takes on the wire (2 with bfloat16), for the summary.
   std::string job = "this job";   // names the mode and workers in divergence warnings
   bool stop_on_divergence = false;  // a diverging run ends with an error (a non-finite loss always does)
+  Trace* trace = nullptr;           // records steps, compute and waits; null: none. Borrowed.
 };
 
 struct TimeSplit {
@@ -124,6 +126,8 @@ class Trainer {
   // the end).
   absl::Status BackwardAndPush(int64_t step, bool pull_ahead);
   void Wait(PendingCall& p, double& bucket, absl::Status& failure);
+  // Records a span on `track` of the trace, when there is one.
+  void TraceSpan(const char* track, std::string name, absl::Time start, int64_t step) const;
   absl::StatusOr<double> Evaluate(int64_t step);
   void LoadBatch(const Dataset& data, const int64_t* indices, int count);
   std::vector<TensorOut> WeightsOf(int layer);
