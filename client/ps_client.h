@@ -46,7 +46,8 @@ struct ClientOptions {
   absl::Duration wait_log_interval = absl::Seconds(10);
   int channels_per_server = 1;
   // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
-  // queue, earliest layer first (client/transfer_queue.h). 0: no limit.
+  // queue, earliest layer first (client/transfer_queue.h). 0: automatic
+  // (512 KB, client/grpc_transfers.cc); negative: no limit.
   int64_t in_flight_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
   // The encoding of values on the wire: float32, or bfloat16 (half the
