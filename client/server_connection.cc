@@ -122,6 +122,9 @@ void ServerConnection::OnAttemptDone(std::shared_ptr<CallState> call, const grpc
   NoteIncarnation(ctx);
   if (status.ok()) return Finish(call, status);
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return RetryLater(call, status);
+  // CANCELLED that this client did not ask for: the server cancelled the
+  // call as it shut down (a restart), so it is retried like UNAVAILABLE.
+  if (absl::IsCancelled(status) && !Stopped()) return RetryLater(call, status);
   if (absl::IsAborted(status)) return OnAborted(call, status);
   Finish(call, Annotate(status, call->attempts));
 }
@@ -270,6 +273,11 @@ void ServerConnection::SendHeartbeat() {
     absl::MutexLock lock(&mu_);
     --calls_in_flight_;
   });
+}
+
+bool ServerConnection::Stopped() const {
+  absl::MutexLock lock(&mu_);
+  return stopped_;
 }
 
 void ServerConnection::StopAndCancel() {

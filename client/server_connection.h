@@ -92,6 +92,7 @@ class ServerConnection {
   void Tend();
   // Later calls fail CANCELLED; attempts in flight are cancelled.
   void StopAndCancel();
+  bool Stopped() const;  // StopAndCancel has run
   // Blocks until every call's `done` has run.
   void AwaitIdle();
 
@@ -127,7 +128,7 @@ class ServerConnection {
   std::atomic<uint64_t> incarnation_{0};
   std::atomic<int64_t> retries_{0}, registrations_{0};
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
