@@ -17,20 +17,33 @@
 namespace shardps::testing {
 namespace {
 
-// Waits (up to 10 s of real time) until every server holds a checkpoint of
-// `step`: they are written by the housekeeping threads.
-bool CheckpointsReach(TestCluster& cluster, int servers, int64_t step) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  for (int s = 0; s < servers; ++s) {
-    auto has = [&] {
-      const std::vector<int64_t> steps = cluster.core(s)->Stats().checkpoint_steps;
-      return std::find(steps.begin(), steps.end(), step) != steps.end();
-    };
-    while (!has() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
-    if (!has()) return false;
+// Servers on a manual clock, advanced only while a test waits for a
+// checkpoint, so that no checkpoint newer than the one it waited for is
+// written before it restarts a server; clients keep real time for retries.
+struct CheckpointsOnDemand {
+  ManualClock clock;
+  TestCluster cluster;
+  explicit CheckpointsOnDemand(const ServerOptions& o) : cluster(o, HostOptions(), &clock) {
+    cluster.PutClientsOnRealClock();
   }
-  return true;
-}
+  // Ticks the servers (their housekeeping writes checkpoints) until every
+  // one holds a checkpoint of `step`, for up to 10 s of real time.
+  bool Reach(int servers, int64_t step) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    for (int s = 0; s < servers; ++s) {
+      auto has = [&] {
+        const std::vector<int64_t> steps = cluster.core(s)->Stats().checkpoint_steps;
+        return std::find(steps.begin(), steps.end(), step) != steps.end();
+      };
+      while (!has() && absl::Now() < give_up) {
+        clock.Advance(HostOptions().tick_interval);
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      if (!has()) return false;
+    }
+    return true;
+  }
+};
 
 ServerOptions CrashingServers(Mode mode, int servers, int workers, const std::string& dir) {
   ServerOptions o = SyncOptions(servers, workers);
@@ -42,7 +55,8 @@ ServerOptions CrashingServers(Mode mode, int servers, int workers, const std::st
 }
 
 TEST_CASE("sync: a restarted server rewinds the job to the newest step every server holds", "[recovery]") {
-  TestCluster cluster(CrashingServers(Mode::kSync, 2, 2, TempDir("rewind-sync")));
+  CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 2, 2, TempDir("rewind-sync")));
+  TestCluster& cluster = servers.cluster;
   auto a = cluster.Worker(0);
   auto b = cluster.Worker(1);
   REQUIRE(a->Init(Zeros(SmallLayout())).ok());
@@ -51,7 +65,7 @@ TEST_CASE("sync: a restarted server rewinds the job to the newest step every ser
     REQUIRE(PushAll(*a, step, Filled(step + 1)).ok());
     REQUIRE(PushAll(*b, step, Filled(step + 2)).ok());
     REQUIRE(PullAll(*a, step + 1, after[step + 1]).ok());
-    if (step == 3) REQUIRE(CheckpointsReach(cluster, 2, 4));
+    if (step == 3) REQUIRE(servers.Reach(2, 4));
   }
   cluster.Restart(1);  // it restores step 4 and awaits a rewind; server 0 is at step 6
 
@@ -86,11 +100,12 @@ TEST_CASE("sync: a restarted server rewinds the job to the newest step every ser
 }
 
 TEST_CASE("async: a restarted server continues from its checkpoint and nothing else rolls back", "[recovery]") {
-  TestCluster cluster(CrashingServers(Mode::kAsync, 2, 1, TempDir("restart-async")));
+  CheckpointsOnDemand servers(CrashingServers(Mode::kAsync, 2, 1, TempDir("restart-async")));
+  TestCluster& cluster = servers.cluster;
   auto a = cluster.Worker(0);
   REQUIRE(a->Init(Zeros(SmallLayout())).ok());
   for (int step = 0; step < 4; ++step) REQUIRE(PushAll(*a, step, Filled(1)).ok());
-  REQUIRE(CheckpointsReach(cluster, 2, 4));
+  REQUIRE(servers.Reach(2, 4));
   for (int step = 4; step < 6; ++step) REQUIRE(PushAll(*a, step, Filled(1)).ok());
   const int64_t registrations = a->Stats().registrations;
   cluster.Restart(1);

@@ -73,9 +73,13 @@ class TestCluster {
     c.initial_backoff = absl::Milliseconds(20);
     c.server_timeout = absl::Seconds(2);
     c.heartbeat_interval = absl::Milliseconds(100);
-    c.clock = clock_;
+    c.clock = clients_on_real_clock_ ? &real_clock_ : clock_;
     return c;
   }
+
+  // Clients made from now on keep time on the real clock while the servers
+  // stay on the cluster's (a manual clock, say, that holds their ticks back).
+  void PutClientsOnRealClock() { clients_on_real_clock_ = true; }
 
   // A connected, registered client.
   std::unique_ptr<PsClient> Worker(int rank, const Layout& layout = SmallLayout()) const {
@@ -108,7 +112,8 @@ class TestCluster {
 
   const ServerOptions options_;
   HostOptions host_;
-  RealClock real_clock_;
+  mutable RealClock real_clock_;  // stateless; clients of a const cluster take it
+  bool clients_on_real_clock_ = false;
   Clock* const clock_;
   std::vector<std::unique_ptr<PsServerHost>> hosts_;
 };
