@@ -36,6 +36,19 @@ uint32_t FirstTensor(const std::vector<Tensor>& tensors) {
   return first;
 }
 
+// An attempt of a raw Pull call: `req` under the attempt's session, its
+// answer into `resp` (an await and a fetch send the same kind of request).
+ServerConnection::Attempt RawPullAttempt(std::shared_ptr<wire::PullRequest> req,
+                                         std::shared_ptr<grpc::ByteBuffer> resp) {
+  return [req = std::move(req), resp = std::move(resp)](Stub& stub, grpc::ClientContext* ctx, uint64_t session,
+                                                        std::function<void(grpc::Status)> cb) {
+    req->set_session_id(session);
+    auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*req));
+    stub.raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), resp.get(),
+                        [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+  };
+}
+
 }  // namespace
 
 // 512 KB in flight (about 4 ms of a 1 Gbit/s link) keeps a link busy
@@ -150,13 +163,7 @@ void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, 
   auto resp = std::make_shared<grpc::ByteBuffer>();
   const absl::Time sent = absl::Now();
   connections_[part->server]->Call(
-      TransferSpec("pull", options_.pull_timeout),
-      [await, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
-        await->set_session_id(session);
-        auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*await));
-        stub.raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), resp.get(),
-                            [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
-      },
+      TransferSpec("pull", options_.pull_timeout), RawPullAttempt(std::move(await), resp),
       [this, step, part, sent, fanout, ticket](absl::Status st) mutable {
         if (!st.ok()) {
           pull_queue_.Cancel(ticket);
@@ -180,15 +187,8 @@ void GrpcPsClient::SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, 
   const absl::Time sent = absl::Now();
   auto resp = std::make_shared<grpc::ByteBuffer>();
   ServerConnection* connection = connections_[part->server].get();
-  auto req = part->request;
   connection->Call(
-      TransferSpec("pull", options_.pull_timeout),
-      [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
-        req->set_session_id(session);
-        auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*req));
-        stub.raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), resp.get(),
-                            [request, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
-      },
+      TransferSpec("pull", options_.pull_timeout), RawPullAttempt(part->request, resp),
       [this, connection, part, resp, queued, sent, finished = std::move(finished),
        fanout = std::move(fanout)](absl::Status st) {
         if (st.ok()) st = connection->Annotate(DecodePullAnswer(*resp, part->targets, options_.wire_dtype));
