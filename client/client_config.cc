@@ -36,7 +36,8 @@ bool Known(const std::string& name) {
   static const char* const kNames[] = {
       "servers",       "rank",          "num_workers",     "mode",       "staleness",  "partition_bytes",
       "wire_dtype",    "channels_per_server", "in_flight_bytes", "push_timeout", "pull_timeout",
-      "server_timeout", "heartbeat_interval", "tls_ca", "tls_cert", "tls_key", "tls_mutual", "auth_token_file"};
+      "server_timeout", "heartbeat_interval", "tls_ca", "tls_cert", "tls_key", "tls_mutual", "auth_token_file",
+      "async_prefetch"};
   for (const char* k : kNames) {
     if (name == k) return true;
   }
@@ -94,6 +95,14 @@ absl::Status Duration(const Values& v, const std::string& name, absl::Duration* 
   return absl::OkStatus();
 }
 
+absl::Status Boolean(const Values& v, const std::string& name, bool* out) {
+  auto it = v.find(name);
+  if (it == v.end()) return absl::OkStatus();
+  if (it->second != "true" && it->second != "false") return Bad(name, it->second, "true or false");
+  *out = it->second == "true";
+  return absl::OkStatus();
+}
+
 std::string Text(const Values& v, const std::string& name) {
   auto it = v.find(name);
   return it == v.end() ? "" : it->second;
@@ -123,9 +132,10 @@ absl::Status Fill(const Values& v, ClientOptions& o) {
                              {"server_timeout", &o.server_timeout}, {"heartbeat_interval", &o.heartbeat_interval}}) {
     if (absl::Status s = Duration(v, name, field); !s.ok()) return s;
   }
-  const std::string mutual = Text(v, "tls_mutual");
-  if (!mutual.empty() && mutual != "true" && mutual != "false") return Bad("tls_mutual", mutual, "true or false");
-  o.tls = TlsFiles{Text(v, "tls_cert"), Text(v, "tls_key"), Text(v, "tls_ca"), mutual == "true"};
+  bool mutual = false;
+  if (absl::Status s = Boolean(v, "tls_mutual", &mutual); !s.ok()) return s;
+  if (absl::Status s = Boolean(v, "async_prefetch", &o.async_prefetch); !s.ok()) return s;
+  o.tls = TlsFiles{Text(v, "tls_cert"), Text(v, "tls_key"), Text(v, "tls_ca"), mutual};
   absl::StatusOr<std::string> token = ReadAuthToken(Text(v, "auth_token_file"));
   if (!token.ok()) return token.status();
   o.auth_token = *token;

@@ -29,6 +29,10 @@ ABSL_FLAG(std::string, wire_dtype, "float32",
 ABSL_FLAG(absl::Duration, server_timeout, absl::Minutes(5),
           "How long to wait for a server that does not answer (down, restarting, paused, cut off) before "
           "exiting with an error naming it; the wait is logged every 10 s.");
+ABSL_FLAG(bool, async_prefetch, false,
+          "async: fetch the next step's weights as the backward pass begins (the servers' latest then, without this "
+          "worker's gradients of the step: faster where links are busy, one more step of staleness); false: each "
+          "tensor after its push is acknowledged (read-your-writes).");
 ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
 ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
 ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");
@@ -54,6 +58,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.server_timeout = absl::GetFlag(FLAGS_server_timeout);
   o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  o.async_prefetch = absl::GetFlag(FLAGS_async_prefetch);
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return wire_dtype.status();
   o.wire_dtype = *wire_dtype;

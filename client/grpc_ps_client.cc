@@ -36,6 +36,14 @@ absl::Status RejoinError(absl::string_view why) {
 
 bool IsRejoin(const absl::Status& status) { return status.GetPayload(kRejoinPayload).has_value(); }
 
+namespace {
+std::vector<int64_t> TensorElements(const Layout& layout) {
+  std::vector<int64_t> elements;
+  for (const TensorSpec& t : layout.tensors) elements.push_back(t.NumElements());
+  return elements;
+}
+}  // namespace
+
 absl::Status Blocking(const std::function<void(PsClient::Done)>& fn) {
   absl::Notification finished;
   absl::Status result;
@@ -63,7 +71,10 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
       builder_(&key_map_, options.job.partition_bytes, options.wire_dtype),
       executor_(clock_),
       push_queue_(TransferBudget(options)),
-      pull_queue_(TransferBudget(options)) {
+      pull_queue_(TransferBudget(options)),
+      prefetch_(TensorElements(options.layout), [this](int64_t step, std::vector<TensorOut> tensors, Done done) {
+        PullAsync(step, std::move(tensors), std::move(done));
+      }) {
   for (size_t s = 0; s < options_.servers.size(); ++s) {
     connections_.push_back(
         std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "client/async_prefetch.h"
 #include "client/delayed_executor.h"
 #include "client/job_alignment.h"
 #include "client/ps_client.h"
@@ -109,6 +110,7 @@ class GrpcPsClient final : public PsClient {
   DelayedExecutor executor_;
   std::vector<std::unique_ptr<ServerConnection>> connections_;
   TransferQueue push_queue_, pull_queue_;
+  AsyncPrefetch prefetch_;  // async's next-step weights, fetched as backward begins
   std::atomic<int64_t> rewinds_{0};
   std::atomic<bool> shut_down_{false};
   StopFlag stop_heartbeats_;

@@ -122,6 +122,11 @@ void GrpcPsClient::PushThenPull(int64_t step, std::vector<TensorIn> grads, std::
     PushAsync(step, std::move(grads), std::move(pushed));
     return PullAsync(step + 1, std::move(weights), std::move(pulled));
   }
+  if (options_.job.mode == Mode::kAsync && options_.async_prefetch) {
+    prefetch_.Begin(step + 1);  // before the push: every tensor's fetch in line first
+    PushAsync(step, std::move(grads), std::move(pushed));
+    return prefetch_.Deliver(step + 1, std::move(weights), std::move(pulled));
+  }
   absl::StatusOr<std::vector<PullPart>> parts = PullParts(step + 1, weights);
   if (!parts.ok()) {
     PushAsync(step, std::move(grads), std::move(pushed));

@@ -54,6 +54,12 @@ struct ClientOptions {
   // bytes; gradients and pulled weights are rounded to 8 significant bits,
   // the server keeps and applies float32).
   wire::DType wire_dtype = wire::DTYPE_FLOAT32;
+  // Async only. false (the default): PushThenPull fetches each tensor for
+  // the next step once its push is acknowledged, so it holds this worker's
+  // gradient (read-your-writes). true: it fetches every tensor as backward
+  // begins, without this worker's gradients of the step: transfers hide
+  // behind compute, at one more step of staleness (client/async_prefetch.h).
+  bool async_prefetch = false;
   // Time for backoff, heartbeats and timeouts; null: the real clock. Must
   // outlive the client.
   Clock* clock = nullptr;
@@ -115,9 +121,13 @@ class PsClient {
   // Pushes `grads` for `step` and pulls `weights` for step + 1, the pull
   // holding its place in the transfer schedule from now on. In sync mode
   // the pull waits for the step's version (which needs this push) anyway;
-  // in async and ssp mode its values are fetched once the push is
-  // acknowledged, so they hold this worker's own gradient. `pulled` gets the
-  // push's error when the push fails.
+  // in ssp mode its values are fetched once the push is acknowledged, so
+  // they hold this worker's own gradient, and `pulled` gets the push's error
+  // when the push fails. In async mode with `async_prefetch`, the
+  // step's first PushThenPull starts fetching every tensor for step + 1
+  // and each call's `pulled` gets its tensors' values from that fetch, which
+  // need not hold this worker's gradients of `step`
+  // (client/async_prefetch.h); without it, as in ssp.
   virtual void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
                             Done pulled) = 0;
 

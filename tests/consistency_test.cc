@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "client/pending_call.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -214,6 +215,54 @@ ServerOptions AsyncOptions(int workers) {
   ServerOptions o = SyncOptions(1, workers);
   o.job.mode = Mode::kAsync;
   return o;
+}
+
+// One backward pass of SmallLayout() as trainers run it: tensor 1's push,
+// then tensor 0's, each with its pull for step + 1 into `next`; waits for all.
+absl::Status BackwardWithPullAhead(PsClient& c, int64_t step, std::vector<std::vector<float>>& next) {
+  const auto g = Filled(1);
+  auto pull1 = std::make_shared<PendingCall>(), pull0 = std::make_shared<PendingCall>();
+  auto push1 = PushThenPullAhead(c, step, {{1, g[1].data()}}, {{1, next[1].data()}}, pull1);
+  auto push0 = PushThenPullAhead(c, step, {{0, g[0].data()}}, {{0, next[0].data()}}, pull0);
+  absl::Status failure;
+  for (auto* p : {&push1, &push0, &pull1, &pull0}) WaitAndKeepError(*p, failure);
+  return failure;
+}
+
+// Every value is a or b (each chunk is one version; chunks may differ).
+bool TensorIsOneOf(const std::vector<float>& t, float a, float b) {
+  for (float x : t) {
+    if (x != a && x != b) return false;
+  }
+  return true;
+}
+
+TEST_CASE("async: a pull ahead holds the worker's own push; with async_prefetch, every earlier step's", "[async]") {
+  ServerOptions o = AsyncOptions(2);
+  o.job.num_servers = 2;
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  TestCluster cluster(o);
+  ClientOptions strict = cluster.ClientFor(0), prefetch = cluster.ClientFor(1);
+  prefetch.async_prefetch = true;
+  auto reads_own = PsClient::Connect(strict), fetches_early = PsClient::Connect(prefetch);
+  REQUIRE(reads_own.ok());
+  REQUIRE(fetches_early.ok());
+  REQUIRE((*reads_own)->Register().ok());
+  REQUIRE((*fetches_early)->Register().ok());
+  REQUIRE((*reads_own)->Init(Zeros(SmallLayout())).ok());
+  auto next = Zeros(SmallLayout());
+  REQUIRE(BackwardWithPullAhead(**reads_own, 0, next).ok());
+  CHECK(AllEqual(next, -1.0f));  // fetched after its own push was acknowledged
+  // Prefetching, the fetch for step 2 leaves as step 1's backward begins:
+  // after every push so far was acknowledged, maybe before step 1's.
+  REQUIRE(BackwardWithPullAhead(**fetches_early, 1, next).ok());
+  CHECK(TensorIsOneOf(next[0], -1.0f, -2.0f));
+  CHECK(TensorIsOneOf(next[1], -1.0f, -2.0f));
+  REQUIRE(BackwardWithPullAhead(**fetches_early, 2, next).ok());
+  CHECK(TensorIsOneOf(next[0], -2.0f, -3.0f));  // holds step 1's pushes at least
+  CHECK(TensorIsOneOf(next[1], -2.0f, -3.0f));
+  REQUIRE(PullAll(**fetches_early, 4, next).ok());
+  CHECK(AllEqual(next, -3.0f));  // nothing lost
 }
 
 TEST_CASE("async: a push is 1/N of a step: with N = 4 it applies lr/4", "[async][lr]") {
