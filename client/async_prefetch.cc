@@ -29,17 +29,12 @@ struct AsyncPrefetch::Staging {
       arrived[t] = true;
       status[t] = s;
       for (std::shared_ptr<Waiter>& w : waiting[t]) {
-        Keep(w->status, s);
+        KeepFirstError(w->status, s);
         if (--w->missing == 0) ready.push_back(std::move(w));
       }
       waiting[t].clear();
     }
     for (std::shared_ptr<Waiter>& w : ready) Finish(*w);
-  }
-
-  // The first error, a rejoin status before any other (as Fanout).
-  static void Keep(absl::Status& kept, const absl::Status& s) {
-    if (!s.ok() && (kept.ok() || (IsRejoin(s) && !IsRejoin(kept)))) kept = s;
   }
 
   // Every tensor of `w` has arrived and is no longer written: copy, answer.
@@ -94,7 +89,7 @@ void AsyncPrefetch::Deliver(int64_t step, std::vector<TensorOut> weights, PsClie
     absl::MutexLock lock(&staging->mu);
     for (const TensorOut& out : waiter->weights) {
       if (staging->arrived[out.tensor]) {
-        Staging::Keep(waiter->status, staging->status[out.tensor]);
+        KeepFirstError(waiter->status, staging->status[out.tensor]);
       } else {
         ++waiter->missing;
         staging->waiting[out.tensor].push_back(waiter);

@@ -36,6 +36,10 @@ absl::Status RejoinError(absl::string_view why) {
 
 bool IsRejoin(const absl::Status& status) { return status.GetPayload(kRejoinPayload).has_value(); }
 
+void KeepFirstError(absl::Status& kept, const absl::Status& status) {
+  if (!status.ok() && (kept.ok() || (IsRejoin(status) && !IsRejoin(kept)))) kept = status;
+}
+
 namespace {
 std::vector<int64_t> TensorElements(const Layout& layout) {
   std::vector<int64_t> elements;

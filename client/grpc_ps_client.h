@@ -38,7 +38,7 @@ class Fanout {
   void Finish(const absl::Status& status) {
     {
       absl::MutexLock lock(&mu_);
-      if (!status.ok() && (error_.ok() || (IsRejoin(status) && !IsRejoin(error_)))) error_ = status;
+      KeepFirstError(error_, status);
       if (--remaining_ > 0) return;
     }
     done_(error_);

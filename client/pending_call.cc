@@ -30,7 +30,7 @@ namespace shardps {
 void WaitAndKeepError(std::shared_ptr<PendingCall>& call, absl::Status& failure) {
   if (!call) return;
   call->done.WaitForNotification();
-  if (!call->status.ok() && (failure.ok() || (IsRejoin(call->status) && !IsRejoin(failure)))) failure = call->status;
+  KeepFirstError(failure, call->status);
   call.reset();
 }
 

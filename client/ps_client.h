@@ -91,6 +91,9 @@ struct ClientStats {
 // ABORTED, marked as "register again and continue where Register() says".
 absl::Status RejoinError(absl::string_view why);
 bool IsRejoin(const absl::Status& status);
+// Keeps the first error of several in `kept`: a rejoin status wins over any
+// other (the trainer must line up with the job before anything else).
+void KeepFirstError(absl::Status& kept, const absl::Status& status);
 
 class PsClient {
  public:

@@ -77,7 +77,7 @@ void Trainer::Wait(PendingCall& p, double& bucket, absl::Status& failure) {
   p.done.WaitForNotification();
   bucket += Seconds(start);
   if (!ready) TraceSpan("wait", "wait for a transfer", start, -1);
-  if (!p.status.ok() && (failure.ok() || (IsRejoin(p.status) && !IsRejoin(failure)))) failure = p.status;
+  KeepFirstError(failure, p.status);
 }
 
 absl::Status Trainer::Forward(int64_t step) {
