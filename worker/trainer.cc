@@ -66,8 +66,11 @@ void Trainer::LoadBatch(const Dataset& data, const int64_t* indices, int count) 
   model_->SetBatch(count, batch_images_.data(), batch_labels_.data());
 }
 
-void Trainer::TraceSpan(const char* track, std::string name, absl::Time start, int64_t step) const {
-  if (options_.trace != nullptr) options_.trace->Span(track, std::move(name), start, absl::Now(), {{"step", step}});
+void Trainer::TraceSpan(const char* track, absl::string_view what, int64_t index, absl::Time start,
+                        int64_t step) const {
+  if (options_.trace == nullptr) return;  // no name built on an untraced step
+  std::string name = index < 0 ? std::string(what) : absl::StrCat(what, " ", index);
+  options_.trace->Span(track, std::move(name), start, absl::Now(), {{"step", step}});
 }
 
 // Keeps the first failure of a step's calls, a rejoin before any other.
@@ -76,7 +79,7 @@ void Trainer::Wait(PendingCall& p, double& bucket, absl::Status& failure) {
   const bool ready = p.done.HasBeenNotified();
   p.done.WaitForNotification();
   bucket += Seconds(start);
-  if (!ready) TraceSpan("wait", "wait for a transfer", start, -1);
+  if (!ready) TraceSpan("wait", "wait for a transfer", -1, start, -1);
   KeepFirstError(failure, p.status);
 }
 
@@ -104,7 +107,7 @@ absl::Status Trainer::Forward(int64_t step) {
     for (uint32_t t : model_->TensorsOfLayer(l)) be.CopyIn(model_->weights(t), host_weights_[t].data(), host_weights_[t].size());
     model_->ForwardLayer(l);
     split_.compute += Seconds(start);
-    TraceSpan("compute", absl::StrCat("forward ", l), start, step);
+    TraceSpan("compute", "forward", l, start, step);
   }
   // After a failure, the pulls still in flight must finish before this step
   // returns: they write host buffers.
@@ -122,7 +125,7 @@ absl::Status Trainer::BackwardAndPush(int64_t step, bool pull_ahead) {
     const absl::Time start = absl::Now();
     model_->BackwardLayer(l);
     split_.compute += Seconds(start);
-    TraceSpan("compute", absl::StrCat("backward ", l), start, step);
+    TraceSpan("compute", "backward", l, start, step);
     if (model_->TensorsOfLayer(l).empty()) continue;
     // The last step's push of this layer borrowed its host buffers: done by now, as a rule.
     const absl::Time wait = absl::Now();
@@ -163,7 +166,7 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
     return absl::FailedPreconditionError(*diverged);
   }
   absl::Status pushed = BackwardAndPush(step, pull_ahead);
-  TraceSpan("step", absl::StrCat("step ", step), step_start, step);
+  TraceSpan("step", "step", step, step_start, step);
   return pushed;
 }
 

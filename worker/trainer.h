@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/trace.h"
@@ -126,8 +127,9 @@ class Trainer {
   // the end).
   absl::Status BackwardAndPush(int64_t step, bool pull_ahead);
   void Wait(PendingCall& p, double& bucket, absl::Status& failure);
-  // Records a span on `track` of the trace, when there is one.
-  void TraceSpan(const char* track, std::string name, absl::Time start, int64_t step) const;
+  // Records a span "<what> <index>" (just `what` when index < 0) on `track`
+  // of the trace, when there is one.
+  void TraceSpan(const char* track, absl::string_view what, int64_t index, absl::Time start, int64_t step) const;
   absl::StatusOr<double> Evaluate(int64_t step);
   void LoadBatch(const Dataset& data, const int64_t* indices, int count);
   std::vector<TensorOut> WeightsOf(int layer);
