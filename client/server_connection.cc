@@ -54,6 +54,8 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
   last_call_ = last_answer_ = clock_->Now();
 }
 
+ServerConnection::~ServerConnection() { absl::MutexLock lock(&mu_); }
+
 absl::Status ServerConnection::Annotate(const absl::Status& status, int attempts) const {
   if (status.ok()) return status;
   return absl::Status(status.code(),
@@ -92,10 +94,6 @@ void ServerConnection::ReleaseContext(grpc::ClientContext* ctx) {
 }
 
 void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
-  std::shared_ptr<grpc::ClientContext> ctx = NewContext(call->spec.timeout);
-  if (ctx == nullptr) {
-    return Finish(call, Annotate(absl::CancelledError(absl::StrCat(call->spec.what, " cancelled: the client is shutting down"))));
-  }
   {
     absl::MutexLock lock(&mu_);
     if (call->attempts == 0) call->first_session = session_;
@@ -110,16 +108,24 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
                                                  "again; the job has moved on")))
                                         .message()));
   }
+  std::shared_ptr<grpc::ClientContext> ctx = NewContext(call->spec.timeout);
+  if (ctx == nullptr) {
+    return Finish(call, Annotate(absl::CancelledError(absl::StrCat(call->spec.what, " cancelled: the client is shutting down"))));
+  }
   ++call->attempts;
-  call->attempt(NextStub(), ctx.get(), call->session, [this, call, ctx](grpc::Status status) {
+  grpc::ClientContext* const raw = ctx.get();
+  call->attempt(NextStub(), raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
     ReleaseContext(ctx.get());
-    OnAttemptDone(call, *ctx, FromGrpcStatus(status));
+    NoteIncarnation(*ctx);
+    // The context (and the channel it holds) goes before the call can
+    // finish: once the last call has finished, Shutdown() returns and the
+    // owner may tear gRPC down, so nothing of it may outlive Finish().
+    ctx.reset();
+    OnAttemptDone(call, FromGrpcStatus(status));
   });
 }
 
-void ServerConnection::OnAttemptDone(std::shared_ptr<CallState> call, const grpc::ClientContext& ctx,
-                                     absl::Status status) {
-  NoteIncarnation(ctx);
+void ServerConnection::OnAttemptDone(std::shared_ptr<CallState> call, absl::Status status) {
   if (status.ok()) return Finish(call, status);
   if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) return RetryLater(call, status);
   // CANCELLED that this client did not ask for: the server cancelled the
@@ -266,9 +272,11 @@ void ServerConnection::SendHeartbeat() {
     req->set_session_id(session_);
     ++calls_in_flight_;
   }
-  NextStub().proto->async()->Heartbeat(ctx.get(), req.get(), resp.get(), [this, req, resp, ctx](grpc::Status s) {
+  grpc::ClientContext* const raw = ctx.get();
+  NextStub().proto->async()->Heartbeat(raw, req.get(), resp.get(), [this, req, resp, ctx = std::move(ctx)](grpc::Status s) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
+    ctx.reset();  // as an attempt's (StartAttempt)
     if (!s.ok()) spdlog::debug("heartbeat to server {}: {}", server_id_, s.error_message());
     absl::MutexLock lock(&mu_);
     --calls_in_flight_;

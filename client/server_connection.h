@@ -79,6 +79,8 @@ class ServerConnection {
   // secure (or not) its channels.
   ServerConnection(int server_id, const ClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> credentials,
                    Clock* clock, DelayedExecutor* executor);
+  // Waits out a Finish() still releasing the lock after AwaitIdle() woke.
+  ~ServerConnection();
   ServerConnection(const ServerConnection&) = delete;
   ServerConnection& operator=(const ServerConnection&) = delete;
 
@@ -93,7 +95,8 @@ class ServerConnection {
   // Later calls fail CANCELLED; attempts in flight are cancelled.
   void StopAndCancel();
   bool Stopped() const;  // StopAndCancel has run
-  // Blocks until every call's `done` has run.
+  // Blocks until every call's `done` has run; by then each attempt has let
+  // go of its gRPC context (and the channel that holds).
   void AwaitIdle();
 
   // `status` prefixed with this server's id and address.
@@ -104,7 +107,7 @@ class ServerConnection {
  private:
   struct CallState;
   void StartAttempt(std::shared_ptr<CallState> call);
-  void OnAttemptDone(std::shared_ptr<CallState> call, const grpc::ClientContext& ctx, absl::Status status);
+  void OnAttemptDone(std::shared_ptr<CallState> call, absl::Status status);
   void RetryLater(std::shared_ptr<CallState> call, const absl::Status& status);
   void OnAborted(std::shared_ptr<CallState> call, const absl::Status& status);
   // Registers again unless the session already changed from `observed`.
