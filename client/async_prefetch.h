@@ -1,4 +1,4 @@
-// The async schedule's pull ahead: the next step's weights are fetched as a
+// The async (and ssp) schedule's pull ahead: the next step's weights are fetched as a
 // worker's backward pass begins, into a staging copy of the model, and each
 // layer gets its staged values once its own backward no longer reads them.
 //
@@ -10,7 +10,10 @@
 // next step uses the servers' latest weights as its backward began, holding
 // every other worker's pushes so far but not its own of this step (they
 // arrive one step later). DESIGN.md's async promises only "the latest
-// weights without waiting". Opt-in (ClientOptions::async_prefetch,
+// weights without waiting". In ssp the fetch is a pull for the next step
+// like any other, so it waits until the slowest worker is within the
+// staleness bound: the bound holds exactly, only read-your-writes is lost
+// (DESIGN.md's ssp does not promise it). Opt-in (ClientOptions::async_prefetch,
 // --async_prefetch): the extra staleness costs accuracy (README, "Scaling").
 //
 // Thread-safe. `fetch` is called outside the lock; the copies and `done`

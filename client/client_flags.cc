@@ -30,9 +30,10 @@ ABSL_FLAG(absl::Duration, server_timeout, absl::Minutes(5),
           "How long to wait for a server that does not answer (down, restarting, paused, cut off) before "
           "exiting with an error naming it; the wait is logged every 10 s.");
 ABSL_FLAG(bool, async_prefetch, false,
-          "async: fetch the next step's weights as the backward pass begins (the servers' latest then, without this "
-          "worker's gradients of the step: faster where links are busy, one more step of staleness); false: each "
-          "tensor after its push is acknowledged (read-your-writes).");
+          "async and ssp: fetch the next step's weights as the backward pass begins (the servers' latest then, "
+          "without this worker's gradients of the step: faster where links are busy, one more step of staleness "
+          "for its own gradients; ssp's bound on the other workers holds); false: each tensor after its push is "
+          "acknowledged (read-your-writes). sync ignores it.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
 ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
 ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");

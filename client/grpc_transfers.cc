@@ -122,7 +122,7 @@ void GrpcPsClient::PushThenPull(int64_t step, std::vector<TensorIn> grads, std::
     PushAsync(step, std::move(grads), std::move(pushed));
     return PullAsync(step + 1, std::move(weights), std::move(pulled));
   }
-  if (options_.job.mode == Mode::kAsync && options_.async_prefetch) {
+  if (options_.async_prefetch) {  // async and ssp (sync returned above)
     prefetch_.Begin(step + 1);  // before the push: every tensor's fetch in line first
     PushAsync(step, std::move(grads), std::move(pushed));
     return prefetch_.Deliver(step + 1, std::move(weights), std::move(pulled));

@@ -54,11 +54,13 @@ struct ClientOptions {
   // bytes; gradients and pulled weights are rounded to 8 significant bits,
   // the server keeps and applies float32).
   wire::DType wire_dtype = wire::DTYPE_FLOAT32;
-  // Async only. false (the default): PushThenPull fetches each tensor for
-  // the next step once its push is acknowledged, so it holds this worker's
-  // gradient (read-your-writes). true: it fetches every tensor as backward
-  // begins, without this worker's gradients of the step: transfers hide
-  // behind compute, at one more step of staleness (client/async_prefetch.h).
+  // Async and ssp (sync ignores it). false (the default): PushThenPull
+  // fetches each tensor for the next step once its push is acknowledged, so
+  // it holds this worker's gradient (read-your-writes). true: it fetches
+  // every tensor as backward begins, without this worker's gradients of the
+  // step: transfers hide behind compute, at one more step of staleness for
+  // the worker's own gradients; ssp's bound on the others' holds as before
+  // (client/async_prefetch.h).
   bool async_prefetch = false;
   // Time for backoff, heartbeats and timeouts; null: the real clock. Must
   // outlive the client.
@@ -126,11 +128,12 @@ class PsClient {
   // the pull waits for the step's version (which needs this push) anyway;
   // in ssp mode its values are fetched once the push is acknowledged, so
   // they hold this worker's own gradient, and `pulled` gets the push's error
-  // when the push fails. In async mode with `async_prefetch`, the
-  // step's first PushThenPull starts fetching every tensor for step + 1
-  // and each call's `pulled` gets its tensors' values from that fetch, which
-  // need not hold this worker's gradients of `step`
-  // (client/async_prefetch.h); without it, as in ssp.
+  // when the push fails; async without `async_prefetch` likewise. With
+  // `async_prefetch` (async, ssp), the step's first PushThenPull starts
+  // pulling every tensor for step + 1 (in ssp that pull waits for the
+  // staleness bound as any pull does) and each call's `pulled` gets its
+  // tensors' values from that pull, which need not hold this worker's
+  // gradients of `step` (client/async_prefetch.h).
   virtual void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
                             Done pulled) = 0;
 

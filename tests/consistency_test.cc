@@ -265,6 +265,56 @@ TEST_CASE("async: a pull ahead holds the worker's own push; with async_prefetch,
   CHECK(AllEqual(next, -3.0f));  // nothing lost
 }
 
+// In ssp the prefetch is a pull for the next step like any other: it waits
+// for the staleness bound, so the bound holds; only the worker's own pushes
+// of the step may be missing.
+TEST_CASE("ssp with async_prefetch: the prefetch waits for the staleness bound", "[ssp]") {
+  ServerOptions o = SyncOptions(2, 2);
+  o.job.mode = Mode::kSsp;
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  SECTION("staleness 0: the prefetched weights hold every push of the step, its own too") {
+    o.job.staleness = 0;
+    TestCluster cluster(o);
+    ClientOptions options = cluster.ClientFor(0);
+    options.async_prefetch = true;
+    auto prefetching = PsClient::Connect(options);
+    auto other = cluster.Worker(1);
+    REQUIRE(prefetching.ok());
+    REQUIRE((*prefetching)->Register().ok());
+    REQUIRE((*prefetching)->Init(Zeros(SmallLayout())).ok());
+    REQUIRE(PushAll(*other, 0, Filled(1)).ok());
+    auto next = Zeros(SmallLayout());
+    REQUIRE(BackwardWithPullAhead(**prefetching, 0, next).ok());
+    CHECK(AllEqual(next, -2.0f));  // the prefetch left first, and waited for its own push
+  }
+  SECTION("staleness 1: a worker a step ahead gets its prefetch once the other finishes a step") {
+    o.job.staleness = 1;
+    TestCluster cluster(o);
+    ClientOptions options = cluster.ClientFor(0);
+    options.async_prefetch = true;
+    auto prefetching = PsClient::Connect(options);
+    auto other = cluster.Worker(1);
+    REQUIRE(prefetching.ok());
+    REQUIRE((*prefetching)->Register().ok());
+    REQUIRE((*prefetching)->Init(Zeros(SmallLayout())).ok());
+    auto next = Zeros(SmallLayout());
+    REQUIRE(BackwardWithPullAhead(**prefetching, 0, next).ok());  // for step 1: clock 0 is within the bound
+    absl::Status ahead;
+    absl::Notification done;
+    std::thread step1([&] {
+      ahead = BackwardWithPullAhead(**prefetching, 1, next);  // for step 2: needs the other's clock 1
+      done.Notify();
+    });
+    const bool early = done.WaitForNotificationWithTimeout(absl::Milliseconds(300));
+    REQUIRE(PushAll(*other, 0, Filled(1)).ok());
+    step1.join();
+    CHECK_FALSE(early);
+    REQUIRE(ahead.ok());
+    CHECK(TensorIsOneOf(next[0], -2.0f, -3.0f));  // both step 0 pushes; its own step 1 push maybe
+    CHECK(TensorIsOneOf(next[1], -2.0f, -3.0f));
+  }
+}
+
 TEST_CASE("async: a push is 1/N of a step: with N = 4 it applies lr/4", "[async][lr]") {
   TestCluster cluster(AsyncOptions(4));
   auto w = cluster.Worker(0);
