@@ -229,6 +229,13 @@ absl::Status BackwardWithPullAhead(PsClient& c, int64_t step, std::vector<std::v
   return failure;
 }
 
+// A registered worker `rank` of `cluster` with async_prefetch.
+std::unique_ptr<PsClient> PrefetchingWorker(const TestCluster& cluster, int rank) {
+  ClientOptions options = cluster.ClientFor(rank);
+  options.async_prefetch = true;
+  return cluster.Worker(options);
+}
+
 // Every value is a or b (each chunk is one version; chunks may differ).
 bool TensorIsOneOf(const std::vector<float>& t, float a, float b) {
   for (float x : t) {
@@ -242,26 +249,20 @@ TEST_CASE("async: a pull ahead holds the worker's own push; with async_prefetch,
   o.job.num_servers = 2;
   o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
   TestCluster cluster(o);
-  ClientOptions strict = cluster.ClientFor(0), prefetch = cluster.ClientFor(1);
-  prefetch.async_prefetch = true;
-  auto reads_own = PsClient::Connect(strict), fetches_early = PsClient::Connect(prefetch);
-  REQUIRE(reads_own.ok());
-  REQUIRE(fetches_early.ok());
-  REQUIRE((*reads_own)->Register().ok());
-  REQUIRE((*fetches_early)->Register().ok());
-  REQUIRE((*reads_own)->Init(Zeros(SmallLayout())).ok());
+  auto reads_own = cluster.Worker(0), fetches_early = PrefetchingWorker(cluster, 1);
+  REQUIRE(reads_own->Init(Zeros(SmallLayout())).ok());
   auto next = Zeros(SmallLayout());
-  REQUIRE(BackwardWithPullAhead(**reads_own, 0, next).ok());
+  REQUIRE(BackwardWithPullAhead(*reads_own, 0, next).ok());
   CHECK(AllEqual(next, -1.0f));  // fetched after its own push was acknowledged
   // Prefetching, the fetch for step 2 leaves as step 1's backward begins:
   // after every push so far was acknowledged, maybe before step 1's.
-  REQUIRE(BackwardWithPullAhead(**fetches_early, 1, next).ok());
+  REQUIRE(BackwardWithPullAhead(*fetches_early, 1, next).ok());
   CHECK(TensorIsOneOf(next[0], -1.0f, -2.0f));
   CHECK(TensorIsOneOf(next[1], -1.0f, -2.0f));
-  REQUIRE(BackwardWithPullAhead(**fetches_early, 2, next).ok());
+  REQUIRE(BackwardWithPullAhead(*fetches_early, 2, next).ok());
   CHECK(TensorIsOneOf(next[0], -2.0f, -3.0f));  // holds step 1's pushes at least
   CHECK(TensorIsOneOf(next[1], -2.0f, -3.0f));
-  REQUIRE(PullAll(**fetches_early, 4, next).ok());
+  REQUIRE(PullAll(*fetches_early, 4, next).ok());
   CHECK(AllEqual(next, -3.0f));  // nothing lost
 }
 
@@ -275,34 +276,26 @@ TEST_CASE("ssp with async_prefetch: the prefetch waits for the staleness bound",
   SECTION("staleness 0: the prefetched weights hold every push of the step, its own too") {
     o.job.staleness = 0;
     TestCluster cluster(o);
-    ClientOptions options = cluster.ClientFor(0);
-    options.async_prefetch = true;
-    auto prefetching = PsClient::Connect(options);
+    auto prefetching = PrefetchingWorker(cluster, 0);
     auto other = cluster.Worker(1);
-    REQUIRE(prefetching.ok());
-    REQUIRE((*prefetching)->Register().ok());
-    REQUIRE((*prefetching)->Init(Zeros(SmallLayout())).ok());
+    REQUIRE(prefetching->Init(Zeros(SmallLayout())).ok());
     REQUIRE(PushAll(*other, 0, Filled(1)).ok());
     auto next = Zeros(SmallLayout());
-    REQUIRE(BackwardWithPullAhead(**prefetching, 0, next).ok());
+    REQUIRE(BackwardWithPullAhead(*prefetching, 0, next).ok());
     CHECK(AllEqual(next, -2.0f));  // the prefetch left first, and waited for its own push
   }
   SECTION("staleness 1: a worker a step ahead gets its prefetch once the other finishes a step") {
     o.job.staleness = 1;
     TestCluster cluster(o);
-    ClientOptions options = cluster.ClientFor(0);
-    options.async_prefetch = true;
-    auto prefetching = PsClient::Connect(options);
+    auto prefetching = PrefetchingWorker(cluster, 0);
     auto other = cluster.Worker(1);
-    REQUIRE(prefetching.ok());
-    REQUIRE((*prefetching)->Register().ok());
-    REQUIRE((*prefetching)->Init(Zeros(SmallLayout())).ok());
+    REQUIRE(prefetching->Init(Zeros(SmallLayout())).ok());
     auto next = Zeros(SmallLayout());
-    REQUIRE(BackwardWithPullAhead(**prefetching, 0, next).ok());  // for step 1: clock 0 is within the bound
+    REQUIRE(BackwardWithPullAhead(*prefetching, 0, next).ok());  // for step 1: clock 0 is within the bound
     absl::Status ahead;
     absl::Notification done;
     std::thread step1([&] {
-      ahead = BackwardWithPullAhead(**prefetching, 1, next);  // for step 2: needs the other's clock 1
+      ahead = BackwardWithPullAhead(*prefetching, 1, next);  // for step 2: needs the other's clock 1
       done.Notify();
     });
     const bool early = done.WaitForNotificationWithTimeout(absl::Milliseconds(300));

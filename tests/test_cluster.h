@@ -83,7 +83,11 @@ class TestCluster {
 
   // A connected, registered client.
   std::unique_ptr<PsClient> Worker(int rank, const Layout& layout = SmallLayout()) const {
-    auto client = PsClient::Connect(ClientFor(rank, layout));
+    return Worker(ClientFor(rank, layout));
+  }
+  // A registered client with `options` (ClientFor()'s, changed).
+  std::unique_ptr<PsClient> Worker(const ClientOptions& options) const {
+    auto client = PsClient::Connect(options);
     if (!client.ok()) throw std::runtime_error(std::string(client.status().message()));
     auto step = (*client)->Register();
     if (!step.ok()) throw std::runtime_error(std::string(step.status().message()));
