@@ -18,6 +18,33 @@ source "$runfiles/tests/checks.sh"
 for b in slurmctld slurmd sbatch munged; do command -v "$b" > /dev/null || fail "no $b: run tools/setup"; done
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# server_ports N: a base port whose N ports from it are free, below the
+# kernel's ephemeral range (as ps_slurm's default 7000 is). A base from that
+# range can be taken, between a job's first run and its requeued one, by any
+# process's ephemeral port: srun's own listeners took a server's port once.
+server_ports() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+n = int(sys.argv[1])
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    base = random.randrange(10000, low - n)
+    socks = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket()
+            s.bind(("0.0.0.0", p))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    sys.exit(0)
+sys.exit("no free server ports below the ephemeral range")
+PY
+}
 conf=$work/slurm.conf
 export SLURM_CONF=$conf
 started_munge=0
@@ -80,7 +107,7 @@ submit() {
   local name=$1
   shift
   "$runfiles/deploy/slurm/ps_slurm" --servers=2 --workers=2 --job_dir="$work/shared/$name" --gpus_per_worker=0 \
-    --bin="$runfiles" --port_base="$(free_port)" --epochs=2 --log_every=100 --checkpoint_every=100 "$@" --submit \
+    --bin="$runfiles" --port_base="$(server_ports 2)" --epochs=2 --log_every=100 --checkpoint_every=100 "$@" --submit \
     -- --overcommit | tail -1
 }
 # state ID: the job's state (COMPLETED, FAILED, RUNNING...).
