@@ -83,7 +83,7 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
     connections_.push_back(
         std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));
   }
-  heartbeats_ = std::thread([this] { HeartbeatLoop(); });
+  heartbeats_ = std::thread([this, start = clock_->Now()] { HeartbeatLoop(start); });
 }
 
 absl::StatusOr<std::vector<ServerJoinView>> GrpcPsClient::RegisterWith(const std::vector<int>& servers,
@@ -195,8 +195,8 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights, 
   return status;
 }
 
-void GrpcPsClient::HeartbeatLoop() {
-  stop_heartbeats_.RunEvery(*clock_, options_.heartbeat_interval / 2, [this] {
+void GrpcPsClient::HeartbeatLoop(absl::Time start) {
+  stop_heartbeats_.RunEvery(*clock_, start, options_.heartbeat_interval / 2, [this] {
     for (auto& c : connections_) c->Tend();
   });
 }

@@ -100,7 +100,7 @@ class GrpcPsClient final : public PsClient {
   // Records a request's time in line and in flight on the trace.
   void TraceTransfer(const char* what, int server, uint32_t first_tensor, int64_t step, int64_t bytes,
                      absl::Time queued, absl::Time sent) const;
-  void HeartbeatLoop();
+  void HeartbeatLoop(absl::Time start);  // heartbeats due from `start` on
 
   const ClientOptions options_;
   RealClock real_clock_;

@@ -74,11 +74,15 @@ class StopFlag {
     absl::MutexLock lock(&mu_);
     return clock.AwaitWithDeadline(&mu_, absl::Condition(&stopped_), deadline);
   }
-  // Calls fn() every `period` of `clock` until Stop(). Due times are fixed
-  // before each round, so a clock that moves on while a round runs is seen;
-  // rounds missed while the process did not run are not made up.
-  void RunEvery(Clock& clock, absl::Duration period, const std::function<void()>& fn) {
-    for (absl::Time due = clock.Now() + period; !WaitUntil(clock, due); due = std::max(due + period, clock.Now())) {
+  // Calls fn() every `period` of `clock`, the first at `start` + `period`,
+  // until Stop(). A loop on a thread of its own takes `start` before the
+  // thread starts: taken on the thread, the schedule would begin however
+  // late the thread first ran, after a test's clock had already moved.
+  // Due times are fixed before each round, so a clock that moves on while a
+  // round runs is seen; rounds missed while the process did not run are not
+  // made up.
+  void RunEvery(Clock& clock, absl::Time start, absl::Duration period, const std::function<void()>& fn) {
+    for (absl::Time due = start + period; !WaitUntil(clock, due); due = std::max(due + period, clock.Now())) {
       fn();
     }
   }

@@ -45,7 +45,9 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
     if (!metrics.ok()) return metrics.status();
     host->metrics_ = *std::move(metrics);
   }
-  host->housekeeper_ = std::thread([h = host.get(), interval = options.tick_interval] { h->Housekeep(interval); });
+  host->housekeeper_ = std::thread([h = host.get(), start = host->clock_->Now(), interval = options.tick_interval] {
+    h->Housekeep(start, interval);
+  });
   spdlog::info("server {} serving {} mode on port {} (metrics port {}, health port {}), incarnation {:016x}; {}{}",
                host->core_->server_id(), ModeName(host->core_->mode()), host->port_, host->metrics_port(),
                host->health_port(),
@@ -55,8 +57,8 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   return host;
 }
 
-void PsServerHost::Housekeep(absl::Duration interval) {
-  stop_.RunEvery(*clock_, interval, [this] { core_->Tick(); });
+void PsServerHost::Housekeep(absl::Time start, absl::Duration interval) {
+  stop_.RunEvery(*clock_, start, interval, [this] { core_->Tick(); });
 }
 
 void PsServerHost::Shutdown(absl::Duration grace) {

@@ -63,7 +63,7 @@ class PsServerHost {
 
  private:
   PsServerHost() = default;
-  void Housekeep(absl::Duration interval);
+  void Housekeep(absl::Time start, absl::Duration interval);  // Tick()s due from `start` on
 
   std::unique_ptr<ParameterServer> core_;
   Clock* clock_ = nullptr;

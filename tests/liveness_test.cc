@@ -6,7 +6,9 @@
 
 #include <list>
 #include <optional>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "common/metrics_http.h"
 #include "tests/test_cluster.h"
 
@@ -144,6 +146,25 @@ TEST_CASE("a server's own pause is not counted as its workers' silence", "[liven
   s.Pass(absl::Seconds(6), {w0});
   REQUIRE(s.core().Stats().dead_workers_total == 1);
   REQUIRE(s.core().Heartbeat(w1).status().code() == absl::StatusCode::kAborted);
+}
+
+TEST_CASE("a loop's schedule starts when its owner says, not when its thread first runs", "[liveness]") {
+  ManualClock clock;
+  StopFlag stop;
+  const absl::Time start = clock.Now();  // taken before the thread exists, as the client and server do
+  clock.Advance(absl::Milliseconds(100));  // the clock moves on before the thread runs
+  absl::Notification ran;
+  std::thread loop([&] {
+    stop.RunEvery(clock, start, absl::Milliseconds(50), [&] {
+      if (!ran.HasBeenNotified()) ran.Notify();
+    });
+  });
+  // Due at start + 50 ms, already past: the first round runs without another
+  // Advance (counted from the thread's first look at the clock, it would not).
+  const bool on_time = ran.WaitForNotificationWithTimeout(absl::Seconds(10));
+  stop.Stop();
+  loop.join();
+  CHECK(on_time);
 }
 
 TEST_CASE("an idle worker's heartbeats keep it alive (real gRPC, manual clock)", "[liveness]") {
