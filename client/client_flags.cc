@@ -32,8 +32,8 @@ ABSL_FLAG(absl::Duration, server_timeout, absl::Minutes(5),
 ABSL_FLAG(bool, async_prefetch, false,
           "async and ssp: fetch the next step's weights as the backward pass begins (the servers' latest then, "
           "without this worker's gradients of the step: faster where links are busy, one more step of staleness "
-          "for its own gradients; ssp's bound on the other workers holds); false: each tensor after its push is "
-          "acknowledged (read-your-writes). sync ignores it.");
+          "for its own gradients; ssp's bound on the other workers holds); false: each tensor's pull leaves with its "
+          "push and the server answers it once the push is applied (read-your-writes). sync ignores it.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
 ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
 ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");

@@ -82,11 +82,13 @@ class GrpcPsClient final : public PsClient {
                 std::shared_ptr<Fanout> fanout);
   // The parts of a pull, each in line as its whole transfer (its first tensor).
   absl::StatusOr<std::vector<PullPart>> PullParts(int64_t step, const std::vector<TensorOut>& tensors) const;
+  // PullAsync; `after_own_push` (async, ssp): the server answers once this
+  // worker's push of step - 1 is applied (PullRequest.after_own_push).
+  void StartPull(int64_t step, std::vector<TensorOut> tensors, bool after_own_push, Done done);
   // Waits (sync, ssp) until the part's weights are ready, then queues its
-  // fetch in the place it reserved (now, or before: `ticket`); fetches at
-  // once where pulls do not wait (async).
-  void AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout,
-                      std::optional<TransferQueue::Ticket> ticket = std::nullopt);
+  // fetch in the place it reserved as it began; fetches at once where pulls
+  // do not wait (async).
+  void AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
   // The fetch, as the pull queue starts it.
   TransferQueue::Start FetchStart(std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
   void SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, std::function<void()> finished,

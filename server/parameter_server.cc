@@ -177,7 +177,9 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
   if (!rank.ok()) return rank.status();
   // Validate everything before touching any key.
   std::vector<KeyState*> states;
-  if (absl::Status valid = ValidatePush(*rank, step, chunks, states); !valid.ok()) return Refuse(valid);
+  if (absl::Status valid = ValidatePush(*rank, step, chunks, states); !valid.ok()) {
+    return RefusePush(*rank, step, valid);
+  }
 
   std::vector<wire::PushOutcome> outcomes;
   bool applied_any = false;
@@ -189,7 +191,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
       outcome = options_.job.mode == Mode::kSync ? sync_.Add(k, *rank, step, chunks[i])
                                                  : PushAsync(k, *rank, step, chunks[i]);
     }
-    if (!outcome.ok()) return Refuse(outcome.status());
+    if (!outcome.ok()) return RefusePush(*rank, step, outcome.status());
     outcomes.push_back(*outcome);
     if (*outcome != wire::PUSH_DUPLICATE) {
       clocks_.NotePushed(*rank, step, table_->size());
@@ -267,14 +269,24 @@ void ParameterServerImpl::CompleteReadySyncSteps() {
 bool ParameterServerImpl::PullReady(const PendingPull& pull) {
   switch (options_.job.mode) {
     case Mode::kAsync:
-      return true;
+      return !pull.after_own_push || OwnPushApplied(pull);
     case Mode::kSsp:
-      return membership_.MinLiveClock() >= pull.step - options_.job.staleness;
+      return membership_.MinLiveClock() >= pull.step - options_.job.staleness &&
+             (!pull.after_own_push || OwnPushApplied(pull));
     case Mode::kSync:
       for (const ChunkKey& key : pull.keys) {
         if (table_->at(key).version < pull.step) return false;
       }
       return true;
+  }
+  return true;
+}
+
+bool ParameterServerImpl::OwnPushApplied(const PendingPull& pull) {
+  for (const ChunkKey& key : pull.keys) {
+    KeyState& k = table_->at(key);
+    absl::MutexLock lock(&k.mu);
+    if (k.last_pushed_step[pull.rank] < pull.step - 1) return false;
   }
   return true;
 }
@@ -298,6 +310,21 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
   pull.done(std::move(out));
 }
 
+absl::Status ParameterServerImpl::RefusePush(int rank, int64_t step, const absl::Status& status) {
+  FailPullsAwaitingPush(rank, step, absl::StrCat("its push of step ", step, " was refused: ", status.message()));
+  return Refuse(status);
+}
+
+void ParameterServerImpl::FailPullsAwaitingPush(int rank, int64_t step, absl::string_view why) {
+  for (PendingPull& p : waiters_.TakeReady([&](const PendingPull& p) {
+         return p.after_own_push && p.rank == rank && p.step - 1 <= step;
+       })) {
+    refused_.fetch_add(1);
+    p.done(absl::FailedPreconditionError(absl::StrCat("pull for step ", p.step, " by worker ", rank, " on server ",
+                                                      options_.server_id, " waited for its own push, but ", why)));
+  }
+}
+
 void ParameterServerImpl::WakeReadyPulls() {
   for (PendingPull& p : waiters_.TakeReady([this](const PendingPull& p) { return PullReady(p); })) {
     CompletePull(std::move(p));
@@ -305,7 +332,7 @@ void ParameterServerImpl::WakeReadyPulls() {
 }
 
 void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
-                               absl::Time deadline, PullDone done) {
+                               bool after_own_push, absl::Time deadline, PullDone done) {
   absl::ReaderMutexLock state(&rewind_mu_);
   absl::StatusOr<int> rank = AdmitTraffic(session, "pull");
   if (!rank.ok()) return done(rank.status());
@@ -315,7 +342,7 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
     if (absl::StatusOr<KeyState*> k = table_->Find(key); !k.ok()) return done(Refuse(k.status()));
   }
   const int value_bytes = answer == wire::DTYPE_UNSPECIFIED ? 0 : ValueBytes(answer);
-  PendingPull pull{*rank, step, std::move(keys), value_bytes, deadline, std::move(done)};
+  PendingPull pull{*rank, step, std::move(keys), value_bytes, after_own_push, deadline, std::move(done)};
   std::optional<PendingPull> ready =
       waiters_.AddUnlessReady(std::move(pull), [this](const PendingPull& p) { return PullReady(p); });
   if (ready) CompletePull(*std::move(ready));

@@ -133,9 +133,10 @@ class ParameterServer {
   // transport sends the weights in (float32 or bfloat16), for the
   // pulled-bytes count; DTYPE_UNSPECIFIED for an await (PullRequest's
   // await_only): the transport sends no values, so nothing counts as pulled
-  // or read.
+  // or read. `after_own_push` (async, ssp; PullRequest's): the pull also
+  // waits until the worker's push of step - 1 is applied to every key.
   virtual void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
-                    absl::Time deadline, PullDone done) = 0;
+                    bool after_own_push, absl::Time deadline, PullDone done) = 0;
 
   // Returns the current step.
   virtual absl::StatusOr<int64_t> Heartbeat(uint64_t session) = 0;

@@ -38,8 +38,8 @@ class ParameterServerImpl final : public ParameterServer {
                                          const std::vector<ChunkPayload>& chunks) override;
   absl::StatusOr<std::vector<wire::PushOutcome>> Push(
       uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) override;
-  void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, absl::Time deadline,
-            PullDone done) override;
+  void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, bool after_own_push,
+            absl::Time deadline, PullDone done) override;
   absl::StatusOr<int64_t> Heartbeat(uint64_t session) override;
   absl::StatusOr<RewindResult> Rewind(int64_t step, int64_t timeline, const std::vector<RestartedServer>& restarted) override;
   void Tick() override;
@@ -76,6 +76,14 @@ class ParameterServerImpl final : public ParameterServer {
   void CompleteReadySyncSteps();
 
   bool PullReady(const PendingPull& pull);
+  // Async, ssp: the pull's worker has pushed step - 1 to every key it names.
+  bool OwnPushApplied(const PendingPull& pull);
+  // Refuses a push of `rank` (counted and logged, as Refuse()), first failing
+  // its pulls that wait for it (after_own_push).
+  absl::Status RefusePush(int rank, int64_t step, const absl::Status& status);
+  // Fails `rank`'s pulls that wait for its push of `step` or earlier, which
+  // will not come; says `why`.
+  void FailPullsAwaitingPush(int rank, int64_t step, absl::string_view why);
   void CompletePull(PendingPull pull);
   void WakeReadyPulls();
 

@@ -2,6 +2,7 @@
 // rewinds, housekeeping, checkpoints on demand and shutdown. See
 // parameter_server_impl.h.
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -126,6 +127,8 @@ void ParameterServerImpl::Tick() {
   for (int rank : dead) {
     spdlog::warn("worker {} declared dead: silent for more than {}; steps continue without it", rank,
                  absl::FormatDuration(options_.worker_timeout));
+    FailPullsAwaitingPush(rank, std::numeric_limits<int64_t>::max(),
+                          "the worker was declared dead (register again)");
   }
   if (!dead.empty()) {
     CompleteReadySyncSteps();

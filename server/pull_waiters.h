@@ -22,6 +22,7 @@ struct PendingPull {
   int64_t step = 0;
   std::vector<ChunkKey> keys;
   int value_bytes = 4;  // on the wire, per pulled value; 0 for an await
+  bool after_own_push = false;  // async, ssp: also wait for this worker's push of step - 1
   absl::Time deadline;
   ParameterServer::PullDone done;
 };

@@ -129,7 +129,7 @@ TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write
   REQUIRE(reg.ok());
   auto pull_key0 = [&] {
     std::shared_ptr<const std::vector<float>> weights;
-    core->Pull(reg->session_id, 0, {{0, 0}}, wire::DTYPE_FLOAT32, absl::InfiniteFuture(),
+    core->Pull(reg->session_id, 0, {{0, 0}}, wire::DTYPE_FLOAT32, false, absl::InfiniteFuture(),
                [&](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                  REQUIRE(chunks.ok());
                  weights = (*chunks)[0].weights;

@@ -42,9 +42,14 @@ class CoreOnManualClock {
     for (const ChunkInfo& c : KeysOfServer0()) chunks.push_back({c.key, wire::DTYPE_FLOAT32, {Bytes(c.length, value)}});
     return core_->Push(session, step, chunks).status();
   }
+  // A push of `step` whose first chunk is one value short: refused.
+  absl::Status PushShort(uint64_t session, int64_t step) {
+    const ChunkInfo first = KeysOfServer0()[0];
+    return core_->Push(session, step, {{first.key, wire::DTYPE_FLOAT32, {Bytes(first.length - 1, 1)}}}).status();
+  }
   // Starts a pull of key (0, 0) for `step`; its result lands in *out.
-  void Pull(uint64_t session, int64_t step, std::optional<absl::StatusOr<float>>* out) {
-    core_->Pull(session, step, {{0, 0}}, wire::DTYPE_FLOAT32, absl::InfiniteFuture(),
+  void Pull(uint64_t session, int64_t step, std::optional<absl::StatusOr<float>>* out, bool after_own_push = false) {
+    core_->Pull(session, step, {{0, 0}}, wire::DTYPE_FLOAT32, after_own_push, absl::InfiniteFuture(),
                 [out](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (chunks.ok()) {
                     *out = (*(*chunks)[0].weights)[0];
@@ -192,6 +197,47 @@ TEST_CASE("an idle worker's heartbeats keep it alive (real gRPC, manual clock)",
   const std::string metrics = ScrapeLoopbackMetrics(cluster.host(0)->metrics_port());
   REQUIRE_THAT(metrics, Catch::Contains("shardps_live_workers{server=\"0\"} 1"));
   REQUIRE_THAT(metrics, Catch::Contains("shardps_dead_workers_total{server=\"0\"} 0"));
+}
+
+// PullRequest.after_own_push: an async pull that left with its push waits
+// on the server for that push, and fails at once when the push is refused or
+// its worker is declared dead, instead of at its deadline.
+TEST_CASE("async: a pull after its own push waits for it; a refused push or a dead worker fails it", "[liveness]") {
+  ServerOptions o = SyncOptions(1, 2);
+  o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  o.worker_timeout = absl::Milliseconds(500);
+  CoreOnManualClock s(o);
+  const uint64_t w0 = s.Join(0), w1 = s.Join(1);
+  s.Init(w0);
+  std::optional<absl::StatusOr<float>> own;
+  s.Pull(w0, 1, &own, /*after_own_push=*/true);
+  REQUIRE(!own);  // worker 0 has not pushed step 0
+  REQUIRE(s.Push(w1, 0, 2).ok());
+  REQUIRE(!own);  // another worker's push does not release it
+  REQUIRE(s.Push(w0, 0, 3).ok());
+  REQUIRE(own);
+  REQUIRE(**own == -5.0f);  // its own push and the other's
+  std::optional<absl::StatusOr<float>> plain;
+  s.Pull(w0, 2, &plain);
+  REQUIRE(plain);  // without after_own_push an async pull never waits
+
+  std::optional<absl::StatusOr<float>> refused;
+  s.Pull(w0, 2, &refused, true);
+  REQUIRE(!refused);
+  REQUIRE(!s.PushShort(w0, 1).ok());
+  REQUIRE(refused);
+  REQUIRE(absl::IsFailedPrecondition(refused->status()));
+  CHECK_THAT(std::string(refused->status().message()), Catch::Contains("its push of step 1 was refused"));
+
+  std::optional<absl::StatusOr<float>> dead;
+  s.Pull(w1, 2, &dead, true);
+  s.Pass(absl::Milliseconds(400), {w0});
+  REQUIRE(!dead);
+  s.Pass(absl::Milliseconds(200), {w0});  // worker 1 is declared dead
+  REQUIRE(dead);
+  REQUIRE(absl::IsFailedPrecondition(dead->status()));
+  CHECK_THAT(std::string(dead->status().message()), Catch::Contains("declared dead"));
 }
 
 }  // namespace
