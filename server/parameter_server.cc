@@ -269,10 +269,9 @@ void ParameterServerImpl::CompleteReadySyncSteps() {
 bool ParameterServerImpl::PullReady(const PendingPull& pull) {
   switch (options_.job.mode) {
     case Mode::kAsync:
-      return !pull.after_own_push || OwnPushApplied(pull);
+      return OwnPushApplied(pull);
     case Mode::kSsp:
-      return membership_.MinLiveClock() >= pull.step - options_.job.staleness &&
-             (!pull.after_own_push || OwnPushApplied(pull));
+      return membership_.MinLiveClock() >= pull.step - options_.job.staleness && OwnPushApplied(pull);
     case Mode::kSync:
       for (const ChunkKey& key : pull.keys) {
         if (table_->at(key).version < pull.step) return false;
@@ -283,6 +282,7 @@ bool ParameterServerImpl::PullReady(const PendingPull& pull) {
 }
 
 bool ParameterServerImpl::OwnPushApplied(const PendingPull& pull) {
+  if (!pull.after_own_push) return true;
   for (const ChunkKey& key : pull.keys) {
     KeyState& k = table_->at(key);
     absl::MutexLock lock(&k.mu);
@@ -316,8 +316,11 @@ absl::Status ParameterServerImpl::RefusePush(int rank, int64_t step, const absl:
 }
 
 void ParameterServerImpl::FailPullsAwaitingPush(int rank, int64_t step, absl::string_view why) {
+  if (options_.job.mode == Mode::kSync) return;  // sync pulls wait for versions, not for one push
+  // Only pulls still missing their push: an ssp pull whose push is applied
+  // waits for the staleness bound alone, whatever this push was.
   for (PendingPull& p : waiters_.TakeReady([&](const PendingPull& p) {
-         return p.after_own_push && p.rank == rank && p.step - 1 <= step;
+         return p.rank == rank && p.step - 1 <= step && !OwnPushApplied(p);
        })) {
     refused_.fetch_add(1);
     p.done(absl::FailedPreconditionError(absl::StrCat("pull for step ", p.step, " by worker ", rank, " on server ",

@@ -76,13 +76,14 @@ class ParameterServerImpl final : public ParameterServer {
   void CompleteReadySyncSteps();
 
   bool PullReady(const PendingPull& pull);
-  // Async, ssp: the pull's worker has pushed step - 1 to every key it names.
+  // Async, ssp: the pull does not wait for its own push (after_own_push
+  // false), or its worker has pushed step - 1 to every key it names.
   bool OwnPushApplied(const PendingPull& pull);
   // Refuses a push of `rank` (counted and logged, as Refuse()), first failing
   // its pulls that wait for it (after_own_push).
   absl::Status RefusePush(int rank, int64_t step, const absl::Status& status);
-  // Fails `rank`'s pulls that wait for its push of `step` or earlier, which
-  // will not come; says `why`.
+  // Fails `rank`'s pulls (async, ssp) that still wait for its push of `step`
+  // or earlier, which will not come; says `why`.
   void FailPullsAwaitingPush(int rank, int64_t step, absl::string_view why);
   void CompletePull(PendingPull pull);
   void WakeReadyPulls();

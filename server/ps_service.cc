@@ -191,7 +191,8 @@ class PullReactor final : public ProtoReactor<wire::PullRequest> {
     const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req.dtype());
     if (!dtype.ok()) return Refuse(dtype.status());
     const bool await_only = req.await_only();
-    core_->Pull(req.session_id(), req.step(), PullKeys(req), await_only ? wire::DTYPE_UNSPECIFIED : *dtype, req.after_own_push(), Deadline(),
+    core_->Pull(req.session_id(), req.step(), PullKeys(req), await_only ? wire::DTYPE_UNSPECIFIED : *dtype,
+                req.after_own_push(), Deadline(),
                 [this, dtype = *dtype, await_only](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   if (!chunks.ok()) return Reply(chunks.status());
                   wire::PullResponse resp;

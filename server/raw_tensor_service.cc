@@ -86,7 +86,8 @@ class PullReactor final : public UnaryReactor {
     if (!dtype.ok()) return Refuse(dtype.status());
     step_ = req.step();
     await_only_ = req.await_only();
-    core_->Pull(req.session_id(), req.step(), PullKeys(req), await_only_ ? wire::DTYPE_UNSPECIFIED : *dtype, req.after_own_push(), Deadline(),
+    core_->Pull(req.session_id(), req.step(), PullKeys(req), await_only_ ? wire::DTYPE_UNSPECIFIED : *dtype,
+                req.after_own_push(), Deadline(),
                 [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
                   ready_ = absl::Now();
                   if (!chunks.ok()) return Reply(chunks.status());

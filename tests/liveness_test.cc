@@ -240,5 +240,26 @@ TEST_CASE("async: a pull after its own push waits for it; a refused push or a de
   CHECK_THAT(std::string(dead->status().message()), Catch::Contains("declared dead"));
 }
 
+// A refused push fails only the pulls that still wait for it: an ssp pull
+// whose own push is applied keeps waiting for the staleness bound.
+TEST_CASE("ssp: a refused push leaves a pull that waits only for the staleness bound", "[liveness]") {
+  ServerOptions o = SyncOptions(1, 2);
+  o.job.mode = Mode::kSsp;
+  o.job.staleness = 0;
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  CoreOnManualClock s(o);
+  const uint64_t w0 = s.Join(0), w1 = s.Join(1);
+  s.Init(w0);
+  REQUIRE(s.Push(w0, 0, 1).ok());
+  std::optional<absl::StatusOr<float>> pulled;
+  s.Pull(w0, 1, &pulled, /*after_own_push=*/true);
+  REQUIRE(!pulled);  // its push is applied; worker 1 has not finished step 0
+  REQUIRE(!s.PushShort(w0, 0).ok());
+  REQUIRE(!pulled);  // still waiting for the bound, not failed
+  REQUIRE(s.Push(w1, 0, 2).ok());
+  REQUIRE(pulled);
+  REQUIRE(**pulled == -3.0f);
+}
+
 }  // namespace
 }  // namespace shardps::testing
