@@ -42,6 +42,10 @@ ServerConnection::Attempt RawPullAttempt(std::shared_ptr<wire::PullRequest> req,
                                          std::shared_ptr<grpc::ByteBuffer> resp) {
   return [req = std::move(req), resp = std::move(resp)](Stub& stub, grpc::ClientContext* ctx, uint64_t session,
                                                         std::function<void(grpc::Status)> cb) {
+    // after_own_push holds within the session its push was sent in (StartPull
+    // records it). Under a new one the server may be a new incarnation that
+    // never saw a push the old one acknowledged, and would wait forever.
+    if (req->session_id() != session) req->set_after_own_push(false);
     req->set_session_id(session);
     auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*req));
     stub.raw->UnaryCall(ctx, kRawPullMethod, grpc::StubOptions(), request.get(), resp.get(),
@@ -118,7 +122,10 @@ void GrpcPsClient::StartPull(int64_t step, std::vector<TensorOut> tensors, bool 
   if (!parts.ok()) return done(parts.status());
   auto fanout = std::make_shared<Fanout>(static_cast<int>(parts->size()), std::move(done));
   for (PullPart& part : *parts) {
-    part.request->set_after_own_push(after_own_push);
+    if (after_own_push) {
+      part.request->set_after_own_push(true);
+      part.request->set_session_id(connections_[part.server]->session());  // as its push goes out
+    }
     AwaitThenFetch(step, std::make_shared<PullPart>(std::move(part)), fanout);
   }
 }

@@ -288,6 +288,11 @@ bool ServerConnection::Stopped() const {
   return stopped_;
 }
 
+uint64_t ServerConnection::session() const {
+  absl::MutexLock lock(&mu_);
+  return session_;
+}
+
 void ServerConnection::StopAndCancel() {
   absl::MutexLock lock(&mu_);
   stopped_ = true;

@@ -95,6 +95,7 @@ class ServerConnection {
   // Later calls fail CANCELLED; attempts in flight are cancelled.
   void StopAndCancel();
   bool Stopped() const;  // StopAndCancel has run
+  uint64_t session() const;  // the current session (0 before the first registration)
   // Blocks until every call's `done` has run; by then each attempt has let
   // go of its gRPC context (and the channel that holds).
   void AwaitIdle();
