@@ -174,6 +174,7 @@ if [ "$code" != 0:0 ]; then
   scontrol show job "$id"
   grep -E "JobId=$id |job_id=$id|JobId=$id$" "$work/log/slurmctld.log" | tail -20
   grep -E "$id" "$work/log/slurmd.log" | tail -20
+  tail -n 15 "$work/shared/requeue/run-"*/*.log
   fail "requeued job $id ended $code"
 fi
 grep -q "joined the job at step [1-9]" "$work/shared/requeue/run-1/worker-0.log" \
