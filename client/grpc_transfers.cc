@@ -89,8 +89,10 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
                             std::shared_ptr<Fanout> fanout) {
   const absl::Time sent = absl::Now();
   auto resp = std::make_shared<grpc::ByteBuffer>();
+  CallSpec spec = TransferSpec("push", options_.push_timeout);
+  spec.lane = Lane::kPushes;
   connections_[req->server]->Call(
-      TransferSpec("push", options_.push_timeout),
+      spec,
       [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
         req->header.set_session_id(session);
         auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(req->header, req->payloads));

@@ -56,6 +56,13 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
 
 ServerConnection::~ServerConnection() { absl::MutexLock lock(&mu_); }
 
+Stub& ServerConnection::StubFor(Lane lane) {
+  const size_t n = stubs_.size();
+  if (n == 1) return *stubs_[0];
+  if (lane == Lane::kPushes) return *stubs_[0];
+  return *stubs_[1 + next_stub_.fetch_add(1) % (n - 1)];
+}
+
 absl::Status ServerConnection::Annotate(const absl::Status& status, int attempts) const {
   if (status.ok()) return status;
   return absl::Status(status.code(),
@@ -114,7 +121,7 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
   }
   ++call->attempts;
   grpc::ClientContext* const raw = ctx.get();
-  call->attempt(NextStub(), raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
+  call->attempt(StubFor(call->spec.lane), raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
     // The context (and the channel it holds) goes before the call can
@@ -273,7 +280,7 @@ void ServerConnection::SendHeartbeat() {
     ++calls_in_flight_;
   }
   grpc::ClientContext* const raw = ctx.get();
-  NextStub().proto->async()->Heartbeat(raw, req.get(), resp.get(), [this, req, resp, ctx = std::move(ctx)](grpc::Status s) mutable {
+  StubFor(Lane::kOthers).proto->async()->Heartbeat(raw, req.get(), resp.get(), [this, req, resp, ctx = std::move(ctx)](grpc::Status s) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
     ctx.reset();  // as an attempt's (StartAttempt)
