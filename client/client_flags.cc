@@ -32,8 +32,13 @@ ABSL_FLAG(absl::Duration, server_timeout, absl::Minutes(5),
 ABSL_FLAG(bool, async_prefetch, false,
           "async and ssp: fetch the next step's weights as the backward pass begins (the servers' latest then, "
           "without this worker's gradients of the step: faster where links are busy, one more step of staleness "
-          "for its own gradients; ssp's bound on the other workers holds); false: each tensor's pull leaves with its "
-          "push and the server answers it once the push is applied (read-your-writes). sync ignores it.");
+          "for its own gradients; ssp's bound on the other workers holds); false: each tensor is fetched once its push is "
+          "acknowledged (read-your-writes). sync ignores it.");
+ABSL_FLAG(bool, pull_with_push, false,
+          "async and ssp: each tensor's pull for the next step leaves with its push and the server answers it once "
+          "the push is applied (read-your-writes, no round trip between them: faster where links are busy, but the "
+          "weights hold fewer of the other workers' pushes, which costs accuracy; see README \"Scaling\"). sync "
+          "ignores it.");
 ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
 ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
 ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");
@@ -60,6 +65,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
   o.async_prefetch = absl::GetFlag(FLAGS_async_prefetch);
+  o.pull_with_push = absl::GetFlag(FLAGS_pull_with_push);
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return wire_dtype.status();
   o.wire_dtype = *wire_dtype;

@@ -85,10 +85,15 @@ class GrpcPsClient final : public PsClient {
   // PullAsync; `after_own_push` (async, ssp): the server answers once this
   // worker's push of step - 1 is applied (PullRequest.after_own_push).
   void StartPull(int64_t step, std::vector<TensorOut> tensors, bool after_own_push, Done done);
+  // Async and ssp by default: the pull of `weights` for step + 1 holds its
+  // places now and fetches once the push of `grads` is acknowledged.
+  void PushThenFetch(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
+                     Done pulled);
   // Waits (sync, ssp) until the part's weights are ready, then queues its
-  // fetch in the place it reserved as it began; fetches at once where pulls
-  // do not wait (async).
-  void AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
+  // fetch in the place it reserved (now, or before: `ticket`); fetches at
+  // once where pulls do not wait (async).
+  void AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout,
+                      std::optional<TransferQueue::Ticket> ticket = std::nullopt);
   // The fetch, as the pull queue starts it.
   TransferQueue::Start FetchStart(std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout);
   void SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, std::function<void()> finished,

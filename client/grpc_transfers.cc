@@ -143,6 +143,7 @@ void GrpcPsClient::PushThenPull(int64_t step, std::vector<TensorIn> grads, std::
     PushAsync(step, std::move(grads), std::move(pushed));
     return prefetch_.Deliver(step + 1, std::move(weights), std::move(pulled));
   }
+  if (!options_.pull_with_push) return PushThenFetch(step, std::move(grads), std::move(weights), std::move(pushed), std::move(pulled));
   // Read-your-writes without a round trip: the pull leaves with the push,
   // not after its acknowledgement, and the server holds it until the push
   // is applied (PullRequest.after_own_push), or fails it when the push is
@@ -151,15 +152,44 @@ void GrpcPsClient::PushThenPull(int64_t step, std::vector<TensorIn> grads, std::
   StartPull(step + 1, std::move(weights), /*after_own_push=*/true, std::move(pulled));
 }
 
-void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout) {
+void GrpcPsClient::PushThenFetch(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights,
+                                 Done pushed, Done pulled) {
+  absl::StatusOr<std::vector<PullPart>> parts = PullParts(step + 1, weights);
+  if (!parts.ok()) {
+    PushAsync(step, std::move(grads), std::move(pushed));
+    return pulled(parts.status());
+  }
+  // The pull holds its places from now on; its values are fetched once the
+  // push is acknowledged, so they are as fresh as the step allows.
+  auto reserved = std::make_shared<std::vector<std::pair<TransferQueue::Ticket, std::shared_ptr<PullPart>>>>();
+  for (PullPart& part : *parts) {
+    const TransferQueue::Ticket ticket = pull_queue_.Reserve(PriorityOf(step + 1, part.first_tensor, part.server));
+    reserved->emplace_back(ticket, std::make_shared<PullPart>(std::move(part)));
+  }
+  PushAsync(step, std::move(grads),
+            [this, step, reserved, pushed = std::move(pushed), pulled = std::move(pulled)](absl::Status s) {
+              if (!s.ok()) {
+                for (auto& [ticket, part] : *reserved) pull_queue_.Cancel(ticket);
+                pulled(s);
+              } else {
+                auto fanout = std::make_shared<Fanout>(static_cast<int>(reserved->size()), pulled);
+                for (auto& [ticket, part] : *reserved) AwaitThenFetch(step + 1, part, fanout, ticket);
+              }
+              pushed(std::move(s));
+            });
+}
+
+void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, std::shared_ptr<Fanout> fanout,
+                                  std::optional<TransferQueue::Ticket> reserved) {
   const TransferPriority priority = PriorityOf(step, part->first_tensor, part->server);
   if (options_.job.mode == Mode::kAsync) {
     const int64_t bytes = part->bytes;  // read before FetchStart takes `part`
+    if (reserved) return pull_queue_.Submit(*reserved, bytes, FetchStart(std::move(part), std::move(fanout)));
     return pull_queue_.Submit(priority, bytes, FetchStart(std::move(part), std::move(fanout)));
   }
   // The fetch's place in line is held from now on, so that it goes before
   // every later one whatever order the weights become ready in.
-  const TransferQueue::Ticket ticket = pull_queue_.Reserve(priority);
+  const TransferQueue::Ticket ticket = reserved ? *reserved : pull_queue_.Reserve(priority);
   auto await = std::make_shared<wire::PullRequest>(*part->request);
   await->set_await_only(true);
   auto resp = std::make_shared<grpc::ByteBuffer>();

@@ -54,11 +54,16 @@ struct ClientOptions {
   // bytes; gradients and pulled weights are rounded to 8 significant bits,
   // the server keeps and applies float32).
   wire::DType wire_dtype = wire::DTYPE_FLOAT32;
-  // Async and ssp (sync ignores it). false (the default): PushThenPull
-  // sends each tensor's pull for the next step with its push, and the server
-  // answers it once that push is applied (PullRequest.after_own_push), so it
-  // holds this worker's gradient (read-your-writes). true: it fetches
-  // every tensor as backward begins, without this worker's gradients of the
+  // Async and ssp (sync ignores both). By default PushThenPull fetches each
+  // tensor for the next step once its push is acknowledged, so it holds
+  // this worker's gradient (read-your-writes). pull_with_push: the pull
+  // leaves with the push and the server answers it once that push is
+  // applied (PullRequest.after_own_push): read-your-writes still, no round
+  // trip between the two, but the weights are read sooner, so they hold
+  // fewer of the other workers' pushes (README, "Scaling": faster on busy
+  // links, about a point of accuracy at N = 4).
+  bool pull_with_push = false;
+  // async_prefetch: it fetches every tensor as backward begins, without this worker's gradients of the
   // step: transfers hide behind compute, at one more step of staleness for
   // the worker's own gradients; ssp's bound on the others' holds as before
   // (client/async_prefetch.h).
@@ -127,9 +132,10 @@ class PsClient {
   // Pushes `grads` for `step` and pulls `weights` for step + 1, the pull
   // holding its place in the transfer schedule from now on. In sync mode
   // the pull waits for the step's version (which needs this push) anyway;
-  // in ssp mode the server answers it once the push is applied (and the
-  // staleness bound holds), so it holds this worker's own gradient, and a
-  // refused push fails it at once; async without `async_prefetch` likewise. With
+  // in ssp mode its values are fetched once the push is acknowledged (with
+  // `pull_with_push`: the server answers it once the push is applied), so
+  // they hold this worker's own gradient, and `pulled` gets the push's error
+  // when the push fails; async without `async_prefetch` likewise. With
   // `async_prefetch` (async, ssp), the step's first PushThenPull starts
   // pulling every tensor for step + 1 (in ssp that pull waits for the
   // staleness bound as any pull does) and each call's `pulled` gets its

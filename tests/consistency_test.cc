@@ -266,6 +266,28 @@ TEST_CASE("async: a pull ahead holds the worker's own push; with async_prefetch,
   CHECK(AllEqual(next, -3.0f));  // nothing lost
 }
 
+// With pull_with_push the pull leaves with the push (on another connection,
+// so it often arrives first) and the server holds it until the push is
+// applied: every pull ahead holds the worker's own push, exactly.
+TEST_CASE("async: with pull_with_push a pull ahead holds the worker's own push too", "[async]") {
+  ServerOptions o = AsyncOptions(1);
+  o.job.num_servers = 2;
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  TestCluster cluster(o);
+  ClientOptions options = cluster.ClientFor(0);
+  options.pull_with_push = true;
+  options.channels_per_server = 2;
+  auto worker = cluster.Worker(options);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  auto next = Zeros(SmallLayout());
+  int stale = 0;
+  for (int64_t step = 0; step < 30; ++step) {
+    REQUIRE(BackwardWithPullAhead(*worker, step, next).ok());
+    if (!AllEqual(next, -static_cast<float>(step + 1))) ++stale;
+  }
+  CHECK(stale == 0);
+}
+
 // In ssp the prefetch is a pull for the next step like any other: it waits
 // for the staleness bound, so the bound holds; only the worker's own pushes
 // of the step may be missing.
