@@ -145,12 +145,17 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
   std::vector<int> all(connections_.size());
   for (size_t s = 0; s < all.size(); ++s) all[s] = static_cast<int>(s);
   constexpr int kRounds = 8;
+  absl::Status persisting;  // what a look again did not cure
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(all, std::nullopt);
     if (!views.ok()) return views.status();
     const JoinPlan plan = PlanJoin(options_.job.mode, *views);
     if (plan.action == JoinPlan::Action::kFail) return plan.error;
-    if (plan.action == JoinPlan::Action::kRegisterAgain) continue;  // a rewind is under way
+    if (plan.action == JoinPlan::Action::kRegisterAgain) {  // a rewind is under way, or the init
+      persisting = plan.error;
+      if (!persisting.ok()) absl::SleepFor(absl::Milliseconds(50) * (round + 1));  // let the init land
+      continue;
+    }
     if (plan.action == JoinPlan::Action::kRewind) {
       // Refused when another worker's rewind got there first, or a server
       // restarted again: look at the servers afresh.
@@ -167,6 +172,7 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
     }
     return plan.step;
   }
+  if (!persisting.ok()) return persisting;
   return absl::AbortedError(absl::StrCat("could not line up with the job's servers after ", kRounds, " tries"));
 }
 

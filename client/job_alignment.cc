@@ -43,10 +43,16 @@ JoinPlan PlanJoin(Mode mode, const std::vector<ServerJoinView>& servers) {
   const auto trained = std::find_if(servers.begin(), servers.end(), [](const auto& s) { return s.trained; });
   for (const ServerJoinView& s : servers) {
     if (!s.initialized && trained != servers.end()) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
+      // The answers are taken one by one: this one may predate the job's
+      // init reaching that server (a registration answered early, another
+      // late), so look again; the caller fails with `error` if it stays.
+      JoinPlan again;
+      again.action = JoinPlan::Action::kRegisterAgain;
+      again.error = absl::FailedPreconditionError(absl::StrCat(
           "server ", s.server_id, " holds no weights while server ", trained->server_id,
           " has trained: its shard is lost (it restarted without a checkpoint; give every server a "
-          "--checkpoint_dir)")));
+          "--checkpoint_dir)"));
+      return again;
     }
   }
   const auto furthest = std::max_element(servers.begin(), servers.end(), [](const auto& a, const auto& b) {

@@ -11,7 +11,9 @@
 //    server that restored an older checkpoint), naming the timeline so that
 //    a server that rewound meanwhile refuses.
 //  - a server with no weights while others have trained is a lost shard
-//    (restarted without a --checkpoint_dir): the job cannot go on.
+//    (restarted without a --checkpoint_dir), or an answer taken before the
+//    job's init reached it: register again, and fail with the plan's error
+//    if it stays so.
 #ifndef SHARDPS_CLIENT_JOB_ALIGNMENT_H_
 #define SHARDPS_CLIENT_JOB_ALIGNMENT_H_
 
@@ -47,7 +49,7 @@ struct JoinPlan {
   std::vector<int> behind;
   // kRewind: the restarted servers, as {server id, incarnation}.
   std::vector<std::pair<int, uint64_t>> restarted;
-  absl::Status error;  // kFail
+  absl::Status error;  // kFail; kRegisterAgain: the error if looking again does not help
 };
 
 // REQUIRES: one view per server.

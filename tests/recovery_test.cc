@@ -202,6 +202,27 @@ TEST_CASE("a restored server awaits a rewind that names it, and refuses traffic 
   REQUIRE(core->Register(0, setup.view, ParameterServer::Resume{0, 1}).ok());
 }
 
+// A server restarted without a --checkpoint_dir has lost its shard: a worker
+// that registers looks again (an answer may predate the job's init reaching
+// a server) and then fails, naming it, instead of training on nothing.
+TEST_CASE("a server restarted without a checkpoint is a lost shard: registration fails naming it", "[recovery]") {
+  ServerOptions o = SyncOptions(2, 1);
+  o.job.mode = Mode::kAsync;
+  o.checkpoint_on_shutdown = false;
+  TestCluster cluster(o);
+  auto worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  REQUIRE(PushAll(*worker, 0, Filled(1)).ok());
+  worker->Shutdown();
+  cluster.Restart(1);  // no checkpoint_dir: it comes back empty
+  auto again = PsClient::Connect(cluster.ClientFor(0));
+  REQUIRE(again.ok());
+  const absl::StatusOr<int64_t> joined = (*again)->Register();
+  REQUIRE(joined.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(joined.status().message()), Catch::Contains("server 1 holds no weights"));
+  (*again)->Shutdown();
+}
+
 TEST_CASE("an async server refuses a rewind", "[recovery]") {
   CheckpointedCore setup(TempDir("async-rewind"));
   setup.o.job.mode = Mode::kAsync;
