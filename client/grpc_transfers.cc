@@ -143,7 +143,9 @@ void GrpcPsClient::PushThenPull(int64_t step, std::vector<TensorIn> grads, std::
     PushAsync(step, std::move(grads), std::move(pushed));
     return prefetch_.Deliver(step + 1, std::move(weights), std::move(pulled));
   }
-  if (!options_.pull_with_push) return PushThenFetch(step, std::move(grads), std::move(weights), std::move(pushed), std::move(pulled));
+  if (!options_.pull_with_push) {
+    return PushThenFetch(step, std::move(grads), std::move(weights), std::move(pushed), std::move(pulled));
+  }
   // Read-your-writes without a round trip: the pull leaves with the push,
   // not after its acknowledgement, and the server holds it until the push
   // is applied (PullRequest.after_own_push), or fails it when the push is

@@ -63,8 +63,8 @@ struct ClientOptions {
   // fewer of the other workers' pushes (README, "Scaling": faster on busy
   // links, about a point of accuracy at N = 4).
   bool pull_with_push = false;
-  // async_prefetch: it fetches every tensor as backward begins, without this worker's gradients of the
-  // step: transfers hide behind compute, at one more step of staleness for
+  // async_prefetch: it fetches every tensor as backward begins, without
+  // this worker's gradients of the step: transfers hide behind compute, at one more step of staleness for
   // the worker's own gradients; ssp's bound on the others' holds as before
   // (client/async_prefetch.h).
   bool async_prefetch = false;

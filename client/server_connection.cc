@@ -58,8 +58,7 @@ ServerConnection::~ServerConnection() { absl::MutexLock lock(&mu_); }
 
 Stub& ServerConnection::StubFor(Lane lane) {
   const size_t n = stubs_.size();
-  if (n == 1) return *stubs_[0];
-  if (lane == Lane::kPushes) return *stubs_[0];
+  if (n == 1 || lane == Lane::kPushes) return *stubs_[0];
   return *stubs_[1 + next_stub_.fetch_add(1) % (n - 1)];
 }
 
