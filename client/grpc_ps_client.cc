@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/key_partition.h"
+#include "common/tcp_congestion.h"
 #include "common/tensor_frame.h"
 #include "common/trace.h"
 #include "common/wire_dtype.h"
@@ -236,6 +237,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions&
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is not in [0, ", options.job.num_workers, ")"));
   }
   if (options.server_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("server_timeout must be positive");
+  if (absl::Status s = CheckTcpCongestion(options.tcp_congestion); !s.ok()) return s;
   absl::StatusOr<KeyMap> map = KeyMap::Build(options.layout, options.job.num_servers, options.job.partition_bytes);
   if (!map.ok()) return map.status();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(options.tls);

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/security.h"
+#include "common/tcp_congestion.h"
 #include "common/trace.h"
 #include "common/job_view.h"
 #include "common/layout.h"
@@ -50,6 +51,9 @@ struct ClientOptions {
   // (512 KB, client/grpc_transfers.cc); negative: no limit.
   int64_t in_flight_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
+  // The TCP congestion control of this client's connections
+  // (common/tcp_congestion.h; "system": the machine's default).
+  std::string tcp_congestion = kDefaultTcpCongestion;
   // The encoding of values on the wire: float32, or bfloat16 (half the
   // bytes; gradients and pulled weights are rounded to 8 significant bits,
   // the server keeps and applies float32).

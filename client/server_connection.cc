@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/bulk_channel_args.h"
+#include "common/tcp_congestion.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
 #include "spdlog/spdlog.h"
@@ -38,6 +39,7 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
     args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
     args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
     for (const auto& [name, value] : BulkChannelArgs()) args.SetInt(name, value);
+    UseTcpCongestion(options_.tcp_congestion, &args);
     // Reconnect within a quarter second of a server's return (gRPC's own backoff
     // grows to two minutes), so a restarted server is found as soon as our
     // retries look for it.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/bulk_channel_args.h"
 #include "common/listen_error.h"
+#include "common/tcp_congestion.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -16,6 +17,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
                                                                   Clock* clock) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
+  if (absl::Status s = CheckTcpCongestion(options.tcp_congestion); !s.ok()) return s;
   std::unique_ptr<PsServerHost> host(new PsServerHost());
   host->core_ = std::move(core);
   host->clock_ = clock;
@@ -30,6 +32,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   // Two servers on one port would split the workers' connections between
   // them: a busy port is an error, not shared.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetOption(TcpCongestionServerOption(options.tcp_congestion));
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   host->server_ = builder.BuildAndStart();

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/health_server.h"
 #include "common/security.h"
+#include "common/tcp_congestion.h"
 #include "common/trace.h"
 #include "server/parameter_server.h"
 #include "server/server_metrics.h"
@@ -38,6 +39,8 @@ struct HostOptions {
   std::string auth_token;  // empty: calls need no token
   std::function<void()> on_admin_stop;  // ADMIN_STOP asks for this (empty: refused)
   Trace* trace = nullptr;  // records pushes arriving and pulls answered; borrowed
+  // TCP congestion control of the connections it accepts (common/tcp_congestion.h).
+  std::string tcp_congestion = kDefaultTcpCongestion;
 };
 
 class PsServerHost {

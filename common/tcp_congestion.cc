@@ -1,0 +1,137 @@
+#include "common/tcp_congestion.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <grpc/grpc.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "spdlog/spdlog.h"
+
+// gRPC's socket mutator, the one hook it offers for options on the sockets it
+// makes. The public headers name it but define it only in gRPC's own source
+// (src/core/lib/iomgr/socket_mutator.h); this is that definition for the gRPC
+// of Debian 12 (1.51), whose C++-linked functions these declarations match.
+// tcp_congestion_test checks on real sockets that the mutator is applied.
+enum grpc_fd_usage { kClientConnection, kServerListener, kServerConnection };
+struct grpc_mutate_socket_info {
+  int fd;
+  grpc_fd_usage usage;
+};
+struct grpc_socket_mutator_vtable {
+  bool (*mutate_fd)(int fd, grpc_socket_mutator* mutator);
+  int (*compare)(grpc_socket_mutator* a, grpc_socket_mutator* b);
+  void (*destroy)(grpc_socket_mutator* mutator);
+  bool (*mutate_fd_2)(const grpc_mutate_socket_info* info, grpc_socket_mutator* mutator);
+};
+struct grpc_socket_mutator {
+  const grpc_socket_mutator_vtable* vtable;
+  gpr_refcount refcount;
+};
+void grpc_socket_mutator_init(grpc_socket_mutator* mutator, const grpc_socket_mutator_vtable* vtable);
+
+namespace shardps {
+namespace {
+
+bool IsTcp(int fd) {
+  int protocol = 0;
+  socklen_t len = sizeof(protocol);
+  return getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) == 0 && protocol == IPPROTO_TCP;
+}
+
+int SetAlgorithm(int fd, const std::string& name) {
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size()));
+}
+
+struct CongestionMutator {
+  grpc_socket_mutator base;  // first, so a grpc_socket_mutator* is a CongestionMutator*
+  std::string name;
+};
+
+CongestionMutator* Of(grpc_socket_mutator* m) { return reinterpret_cast<CongestionMutator*>(m); }
+
+bool MutateFd(int fd, grpc_socket_mutator* m) {
+  if (!IsTcp(fd)) return true;  // a Unix socket has no congestion control
+  if (SetAlgorithm(fd, Of(m)->name) != 0) {
+    // Checked at start-up, so this is unexpected; the connection still works.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      spdlog::warn("TCP congestion control '{}' not set on a connection: {}", Of(m)->name, std::strerror(errno));
+    }
+  }
+  return true;
+}
+
+bool MutateFd2(const grpc_mutate_socket_info* info, grpc_socket_mutator* m) { return MutateFd(info->fd, m); }
+
+int Compare(grpc_socket_mutator* a, grpc_socket_mutator* b) { return Of(a)->name.compare(Of(b)->name); }
+
+void Destroy(grpc_socket_mutator* m) { delete Of(m); }
+
+const grpc_socket_mutator_vtable kVtable = {MutateFd, Compare, Destroy, MutateFd2};
+
+std::string ReadLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+class TcpCongestionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit TcpCongestionOption(absl::string_view name) : name_(name) {}
+  void UpdateArguments(grpc::ChannelArguments* args) override { UseTcpCongestion(name_, args); }
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*) override {}
+
+ private:
+  std::string name_;
+};
+
+}  // namespace
+
+absl::Status CheckTcpCongestion(absl::string_view name) {
+  if (name == kSystemTcpCongestion) return absl::OkStatus();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
+  const bool ok = !name.empty() && SetAlgorithm(fd, std::string(name)) == 0;
+  const int error = errno;
+  close(fd);
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--tcp_congestion='", name, "' cannot be set here (", name.empty() ? "empty" : std::strerror(error),
+      "); this process may set: ", ReadLine("/proc/sys/net/ipv4/tcp_allowed_congestion_control"),
+      " (the kernel has: ", ReadLine("/proc/sys/net/ipv4/tcp_available_congestion_control"), "), or '",
+      kSystemTcpCongestion, "' to keep the machine's default (",
+      ReadLine("/proc/sys/net/ipv4/tcp_congestion_control"), ")"));
+}
+
+void UseTcpCongestion(absl::string_view name, grpc::ChannelArguments* args) {
+  if (name == kSystemTcpCongestion || name.empty()) return;
+  auto* mutator = new CongestionMutator{{}, std::string(name)};
+  grpc_socket_mutator_init(&mutator->base, &kVtable);
+  args->SetSocketMutator(&mutator->base);  // takes the reference
+}
+
+std::unique_ptr<grpc::ServerBuilderOption> TcpCongestionServerOption(absl::string_view name) {
+  return std::make_unique<TcpCongestionOption>(name);
+}
+
+std::string TcpCongestionOf(int fd) {
+  if (!IsTcp(fd)) return "";
+  char name[32] = {};
+  socklen_t len = sizeof(name) - 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
+  return std::string(name, strnlen(name, len));
+}
+
+}  // namespace shardps

@@ -1,0 +1,167 @@
+// common/tcp_congestion.h: the daemons set the TCP congestion control of the
+// connections they make and accept, each its own, leaving the machine's
+// default alone; "system" keeps that default; an algorithm the kernel cannot
+// set is refused at start, naming the ones it can. Checked on the real
+// sockets of a server and a worker talking over real gRPC on loopback: every
+// TCP socket of this process is found in /proc/self/fd and asked
+// (getsockopt TCP_CONGESTION).
+#include <catch2/catch.hpp>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/tcp_congestion.h"
+#include "server/parameter_server.h"
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+std::string ProcLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Algorithms this process can set, the machine's default last if it is one.
+std::vector<std::string> Settable() {
+  const std::string fallback = ProcLine("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::vector<std::string> names;
+  for (absl::string_view name :
+       absl::StrSplit(ProcLine("/proc/sys/net/ipv4/tcp_available_congestion_control"), ' ', absl::SkipEmpty())) {
+    if (name != fallback && CheckTcpCongestion(name).ok()) names.emplace_back(name);
+  }
+  names.push_back(fallback);
+  return names;
+}
+
+// gRPC's sockets are IPv6 ones, carrying IPv4 as mapped addresses.
+int Port(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+}
+
+struct Sockets {
+  std::vector<std::string> accepted;  // by the server: the local port is its port
+  std::vector<std::string> opened;    // by the worker: the peer port is the server's
+};
+
+// This process's TCP connections to or from `port`, by their algorithm.
+Sockets ConnectionsOf(int port) {
+  Sockets s;
+  DIR* dir = opendir("/proc/self/fd");
+  REQUIRE(dir != nullptr);
+  std::vector<int> fds;
+  while (dirent* e = readdir(dir)) {
+    int fd = 0;
+    if (absl::SimpleAtoi(e->d_name, &fd) && fd != dirfd(dir)) fds.push_back(fd);
+  }
+  closedir(dir);
+  for (int fd : fds) {
+    const std::string algorithm = TcpCongestionOf(fd);
+    sockaddr_storage local{}, peer{};
+    socklen_t llen = sizeof(local), plen = sizeof(peer);
+    if (algorithm.empty() || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) {
+      continue;  // not a connected TCP socket
+    }
+    if (Port(local) == port) s.accepted.push_back(algorithm);
+    if (Port(peer) == port) s.opened.push_back(algorithm);
+  }
+  return s;
+}
+
+// A 1-server sync job whose server uses `server_cc` and whose worker, with
+// two channels, uses `worker_cc`; the algorithms of their connections after
+// two steps, while both are up.
+Sockets RunTwoSteps(const std::string& server_cc, const std::string& worker_cc) {
+  HostOptions host;
+  host.tcp_congestion = server_cc;
+  TestCluster cluster(SyncOptions(1, 1), host);
+  ClientOptions options = cluster.ClientFor(0);
+  options.channels_per_server = 2;
+  options.tcp_congestion = worker_cc;
+  auto worker = cluster.Worker(options);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  auto w = Zeros(SmallLayout());
+  for (int64_t step = 0; step < 2; ++step) {
+    REQUIRE(PushAll(*worker, step, Filled(1)).ok());
+    REQUIRE(PullAll(*worker, step + 1, w).ok());
+  }
+  Sockets s = ConnectionsOf(cluster.host(0)->port());
+  worker->Shutdown();
+  return s;
+}
+
+bool All(const std::vector<std::string>& algorithms, const std::string& name) {
+  for (const std::string& a : algorithms) {
+    if (a != name) return false;
+  }
+  return !algorithms.empty();
+}
+
+TEST_CASE("each daemon's connections use the congestion control it was given", "[tcp_congestion]") {
+  const std::vector<std::string> settable = Settable();
+  // reno is built into every Linux kernel and open to every process.
+  REQUIRE(settable.size() >= 2);
+  const std::string system = settable.back();
+  const std::string server_cc = settable[0];
+  const std::string worker_cc = settable.size() >= 3 ? settable[1] : settable[0];
+  INFO("server " << server_cc << ", worker " << worker_cc << ", machine default " << system);
+
+  SECTION("given: the server's accepted connections and the worker's own, each its algorithm") {
+    const Sockets s = RunTwoSteps(server_cc, worker_cc);
+    CHECK(s.accepted.size() >= 2);  // one per channel (and the health probe's, if any)
+    CHECK(s.opened.size() == 2);
+    CHECK(All(s.accepted, server_cc));
+    CHECK(All(s.opened, worker_cc));
+  }
+  SECTION("system: the machine's default on both ends") {
+    const Sockets s = RunTwoSteps(kSystemTcpCongestion, kSystemTcpCongestion);
+    CHECK(All(s.accepted, system));
+    CHECK(All(s.opened, system));
+  }
+}
+
+TEST_CASE("an algorithm the kernel cannot set is refused at start, naming the ones it can", "[tcp_congestion]") {
+  const absl::Status check = CheckTcpCongestion("no-such-cc");
+  CHECK(check.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(check.message()), Catch::Contains("--tcp_congestion='no-such-cc' cannot be set here"));
+  CHECK_THAT(std::string(check.message()), Catch::Contains("reno"));
+  CHECK_FALSE(CheckTcpCongestion("").ok());
+
+  SECTION("a worker") {
+    TestCluster cluster(SyncOptions(1, 1));
+    ClientOptions options = cluster.ClientFor(0);
+    options.tcp_congestion = "no-such-cc";
+    const absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(options);
+    REQUIRE_FALSE(client.ok());
+    CHECK(client.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(client.status().message()), Catch::Contains("no-such-cc"));
+  }
+  SECTION("a server") {
+    HostOptions host;
+    host.address = "127.0.0.1";
+    host.tcp_congestion = "no-such-cc";
+    RealClock clock;
+    absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(SyncOptions(1, 1), &clock);
+    REQUIRE(core.ok());
+    const auto started = PsServerHost::Start(host, *std::move(core), &clock);
+    REQUIRE_FALSE(started.ok());
+    CHECK(started.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(started.status().message()), Catch::Contains("no-such-cc"));
+  }
+}
+
+}  // namespace
+}  // namespace shardps::testing
