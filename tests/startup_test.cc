@@ -1,5 +1,6 @@
-// ps_server's start-up failures, on the real binary: a busy port and an
-// unwritable checkpoint directory end it non-zero with a message naming the
+// ps_server's start-up failures, on the real binary: a busy port, an
+// unwritable checkpoint directory and a TCP congestion control the kernel
+// cannot set end it non-zero with a message naming the
 // cause; SIGTERM at any moment of start-up (a slow restore included) ends it
 // with exit 0.
 #include <catch2/catch.hpp>
@@ -72,6 +73,16 @@ bool BlocksSigterm(pid_t pid) {
     if (sscanf(line.c_str(), "SigBlk: %llx", &mask) == 1) return (mask >> (SIGTERM - 1)) & 1;
   }
   return false;
+}
+
+TEST_CASE("a TCP congestion control the kernel cannot set: exit 1 naming those it can", "[startup][process]") {
+  const std::string dir = TempDir("congestion");
+  std::string log;
+  const int code = RunServer({"--port=0", "--tcp_congestion=no-such-cc"}, dir + "/a.log", &log);
+  INFO(log);
+  REQUIRE(code == 1);
+  REQUIRE_THAT(log, Catch::Contains("--tcp_congestion='no-such-cc' cannot be set here"));
+  REQUIRE_THAT(log, Catch::Contains("reno"));
 }
 
 TEST_CASE("SIGTERM at any moment of start-up, a slow restore included, exits 0", "[startup][process]") {
