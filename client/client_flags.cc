@@ -42,8 +42,8 @@ ABSL_FLAG(bool, pull_with_push, false,
           "ignores it.");
 ABSL_FLAG(std::string, tcp_congestion, shardps::kDefaultTcpCongestion,
           "TCP congestion control of this worker's connections to the servers (cubic, reno, bbr, ... as the kernel "
-          "allows; system: the machine's default). CUBIC is the default: on the emulated cluster it beats BBR at 8 "
-          "workers (README \"Scaling\").");
+          "allows; system: the machine's default; auto: cubic where this process may set it, else the machine's). "
+          "On the emulated cluster CUBIC beats BBR at 8 workers (README \"Scaling\").");
 ABSL_FLAG(std::string, tls_ca, "", "PEM certificate of the CA that signs the servers' certificates: TLS on every channel.");
 ABSL_FLAG(std::string, tls_cert, "", "With --tls_mutual: this worker's PEM certificate.");
 ABSL_FLAG(std::string, tls_key, "", "With --tls_mutual: the private key of --tls_cert.");

@@ -100,7 +100,7 @@ class TcpCongestionOption : public grpc::ServerBuilderOption {
 }  // namespace
 
 absl::Status CheckTcpCongestion(absl::string_view name) {
-  if (name == kSystemTcpCongestion) return absl::OkStatus();
+  if (name == kSystemTcpCongestion || name == kDefaultTcpCongestion) return absl::OkStatus();
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
   const bool ok = !name.empty() && SetAlgorithm(fd, std::string(name)) == 0;
@@ -115,9 +115,16 @@ absl::Status CheckTcpCongestion(absl::string_view name) {
       ReadLine("/proc/sys/net/ipv4/tcp_congestion_control"), ")"));
 }
 
+std::string ResolveTcpCongestion(absl::string_view name) {
+  if (name != kDefaultTcpCongestion) return std::string(name);
+  static const bool cubic = CheckTcpCongestion("cubic").ok();
+  return cubic ? "cubic" : kSystemTcpCongestion;
+}
+
 void UseTcpCongestion(absl::string_view name, grpc::ChannelArguments* args) {
-  if (name == kSystemTcpCongestion || name.empty()) return;
-  auto* mutator = new CongestionMutator{{}, std::string(name)};
+  const std::string algorithm = ResolveTcpCongestion(name);
+  if (algorithm == kSystemTcpCongestion || algorithm.empty()) return;
+  auto* mutator = new CongestionMutator{{}, algorithm};
   grpc_socket_mutator_init(&mutator->base, &kVtable);
   args->SetSocketMutator(&mutator->base);  // takes the reference
 }

@@ -51,12 +51,14 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   host->housekeeper_ = std::thread([h = host.get(), start = host->clock_->Now(), interval = options.tick_interval] {
     h->Housekeep(start, interval);
   });
-  spdlog::info("server {} serving {} mode on port {} (metrics port {}, health port {}), incarnation {:016x}; {}{}",
+  spdlog::info("server {} serving {} mode on port {} (metrics port {}, health port {}), incarnation {:016x}; {}{}; "
+               "TCP congestion control {}",
                host->core_->server_id(), ModeName(host->core_->mode()), host->port_, host->metrics_port(),
                host->health_port(),
                host->core_->incarnation(),
                options.tls.cert.empty() ? "plaintext" : (options.tls.mutual ? "mutual TLS" : "TLS"),
-               options.auth_token.empty() ? ", no job token" : ", job token required");
+               options.auth_token.empty() ? ", no job token" : ", job token required",
+               ResolveTcpCongestion(options.tcp_congestion));
   return host;
 }
 

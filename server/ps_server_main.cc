@@ -62,8 +62,8 @@ ABSL_FLAG(int, health_port, -1,
           "(Kubernetes' grpc probes); -1: off, 0: pick one (logged).");
 ABSL_FLAG(std::string, tcp_congestion, shardps::kDefaultTcpCongestion,
           "TCP congestion control of the connections this server accepts (cubic, reno, bbr, ... as the kernel "
-          "allows; system: the machine's default). CUBIC is the default: on the emulated cluster it beats BBR at 8 "
-          "workers (README \"Scaling\").");
+          "allows; system: the machine's default; auto: cubic where this process may set it, else the machine's). "
+          "On the emulated cluster CUBIC beats BBR at 8 workers (README \"Scaling\").");
 ABSL_FLAG(int64_t, max_message_bytes, 256 << 20, "Largest gRPC message accepted or sent.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (chain) of this server; with --tls_key, TLS on every channel.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");

@@ -1,6 +1,7 @@
 // common/tcp_congestion.h: the daemons set the TCP congestion control of the
 // connections they make and accept, each its own, leaving the machine's
-// default alone; "system" keeps that default; an algorithm the kernel cannot
+// default alone; "auto", the default, is CUBIC where the process may set it;
+// "system" keeps the machine's default; an algorithm the kernel cannot
 // set is refused at start, naming the ones it can. Checked on the real
 // sockets of a server and a worker talking over real gRPC on loopback: every
 // TCP socket of this process is found in /proc/self/fd and asked
@@ -125,6 +126,13 @@ TEST_CASE("each daemon's connections use the congestion control it was given", "
     CHECK(s.opened.size() == 2);
     CHECK(All(s.accepted, server_cc));
     CHECK(All(s.opened, worker_cc));
+  }
+  SECTION("auto, the default: CUBIC where this process may set it, else the machine's default") {
+    const std::string expected = CheckTcpCongestion("cubic").ok() ? "cubic" : system;
+    CHECK(ResolveTcpCongestion(kDefaultTcpCongestion) == expected);
+    const Sockets s = RunTwoSteps(HostOptions().tcp_congestion, ClientOptions().tcp_congestion);
+    CHECK(All(s.accepted, expected));
+    CHECK(All(s.opened, expected));
   }
   SECTION("system: the machine's default on both ends") {
     const Sockets s = RunTwoSteps(kSystemTcpCongestion, kSystemTcpCongestion);
