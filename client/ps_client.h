@@ -52,7 +52,8 @@ struct ClientOptions {
   int64_t in_flight_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
   // The TCP congestion control of this client's connections
-  // (common/tcp_congestion.h; "system": the machine's default).
+  // (common/tcp_congestion.h; "auto": CUBIC where it may be set; "system":
+  // the machine's default).
   std::string tcp_congestion = kDefaultTcpCongestion;
   // The encoding of values on the wire: float32, or bfloat16 (half the
   // bytes; gradients and pulled weights are rounded to 8 significant bits,

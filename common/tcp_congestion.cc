@@ -15,7 +15,6 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
 
 // gRPC's socket mutator, the one hook it offers for options on the sockets it
@@ -110,10 +109,13 @@ absl::Status CheckTcpCongestion(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--tcp_congestion='", name, "' cannot be set here (", name.empty() ? "empty" : std::strerror(error),
       "); this process may set: ", ReadLine("/proc/sys/net/ipv4/tcp_allowed_congestion_control"),
-      " (the kernel has: ", ReadLine("/proc/sys/net/ipv4/tcp_available_congestion_control"), "), or '",
-      kSystemTcpCongestion, "' to keep the machine's default (",
-      ReadLine("/proc/sys/net/ipv4/tcp_congestion_control"), ")"));
+      " (the kernel has: ", AvailableTcpCongestion(), "), or '", kSystemTcpCongestion,
+      "' to keep the machine's default (", MachineTcpCongestion(), ")"));
 }
+
+std::string MachineTcpCongestion() { return ReadLine("/proc/sys/net/ipv4/tcp_congestion_control"); }
+
+std::string AvailableTcpCongestion() { return ReadLine("/proc/sys/net/ipv4/tcp_available_congestion_control"); }
 
 std::string ResolveTcpCongestion(absl::string_view name) {
   if (name != kDefaultTcpCongestion) return std::string(name);

@@ -40,6 +40,11 @@ void UseTcpCongestion(absl::string_view name, grpc::ChannelArguments* args);
 // The same for a server's listening and accepted sockets.
 std::unique_ptr<grpc::ServerBuilderOption> TcpCongestionServerOption(absl::string_view name);
 
+// The machine's default algorithm and the ones its kernel has, space-separated
+// (net.ipv4.tcp_congestion_control, tcp_available_congestion_control).
+std::string MachineTcpCongestion();
+std::string AvailableTcpCongestion();
+
 // The algorithm of TCP socket `fd`; empty when it is not one.
 std::string TcpCongestionOf(int fd);
 

@@ -41,13 +41,9 @@ Connections RunSixSteps(int channels) {
     ClientOptions options = cluster.ClientFor(0);
     options.channels_per_server = channels;
     auto worker = cluster.Worker(options);
-    REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
-    auto w = Zeros(SmallLayout());
-    for (int64_t step = 0; step < 6; ++step) {
-      REQUIRE(PushAll(*worker, step, Filled(1)).ok());
-      REQUIRE(PullAll(*worker, step + 1, w).ok());
-    }
-    REQUIRE(AllEqual(w, -6));  // lr 1: six steps of gradient 1
+    const auto w = TrainOnes(*worker, 6);
+    REQUIRE(w.ok());
+    REQUIRE(AllEqual(*w, -6));  // lr 1: six steps of gradient 1
     worker->Shutdown();
   }
   const std::string json = trace.Json();

@@ -12,9 +12,6 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -27,19 +24,11 @@
 namespace shardps::testing {
 namespace {
 
-std::string ProcLine(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // Algorithms this process can set, the machine's default last if it is one.
 std::vector<std::string> Settable() {
-  const std::string fallback = ProcLine("/proc/sys/net/ipv4/tcp_congestion_control");
+  const std::string fallback = MachineTcpCongestion();
   std::vector<std::string> names;
-  for (absl::string_view name :
-       absl::StrSplit(ProcLine("/proc/sys/net/ipv4/tcp_available_congestion_control"), ' ', absl::SkipEmpty())) {
+  for (absl::string_view name : absl::StrSplit(AvailableTcpCongestion(), ' ', absl::SkipEmpty())) {
     if (name != fallback && CheckTcpCongestion(name).ok()) names.emplace_back(name);
   }
   names.push_back(fallback);
@@ -93,12 +82,9 @@ Sockets RunTwoSteps(const std::string& server_cc, const std::string& worker_cc) 
   options.channels_per_server = 2;
   options.tcp_congestion = worker_cc;
   auto worker = cluster.Worker(options);
-  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
-  auto w = Zeros(SmallLayout());
-  for (int64_t step = 0; step < 2; ++step) {
-    REQUIRE(PushAll(*worker, step, Filled(1)).ok());
-    REQUIRE(PullAll(*worker, step + 1, w).ok());
-  }
+  const auto w = TrainOnes(*worker, 2);
+  REQUIRE(w.ok());
+  REQUIRE(AllEqual(*w, -2));  // lr 1: two steps of gradient 1
   Sockets s = ConnectionsOf(cluster.host(0)->port());
   worker->Shutdown();
   return s;

@@ -11,6 +11,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/layout.h"
@@ -142,6 +143,18 @@ inline absl::Status PushAll(PsClient& c, int64_t step, const std::vector<std::ve
 }
 inline absl::Status PullAll(PsClient& c, int64_t step, std::vector<std::vector<float>>& w) {
   return c.Pull(step, {{0, w[0].data()}, {1, w[1].data()}});
+}
+
+// Initialises SmallLayout()'s weights to zero, then runs `steps` steps of
+// gradient 1 (push, then pull the next step's weights); the last weights pulled.
+inline absl::StatusOr<std::vector<std::vector<float>>> TrainOnes(PsClient& worker, int64_t steps) {
+  if (absl::Status s = worker.Init(Zeros(SmallLayout())); !s.ok()) return s;
+  auto w = Zeros(SmallLayout());
+  for (int64_t step = 0; step < steps; ++step) {
+    if (absl::Status s = PushAll(worker, step, Filled(1)); !s.ok()) return s;
+    if (absl::Status s = PullAll(worker, step + 1, w); !s.ok()) return s;
+  }
+  return w;
 }
 
 inline bool AllEqual(const std::vector<std::vector<float>>& w, float v) {
