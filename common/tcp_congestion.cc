@@ -54,26 +54,39 @@ int SetAlgorithm(int fd, const std::string& name) {
 
 struct CongestionMutator {
   grpc_socket_mutator base;  // first, so a grpc_socket_mutator* is a CongestionMutator*
-  std::string name;
+  std::string name;          // empty: the machine's algorithm
+  int priority;              // kKeepSocketPriority: the machine's
 };
 
 CongestionMutator* Of(grpc_socket_mutator* m) { return reinterpret_cast<CongestionMutator*>(m); }
 
+int SetPriority(int fd, int priority) { return setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, sizeof(priority)); }
+
+// Both are checked at start-up, so a failure here is unexpected; the
+// connection still works, so it is logged once and not refused.
+void WarnOnce(const std::string& what) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) spdlog::warn("{} not set on a connection: {}", what, std::strerror(errno));
+}
+
 bool MutateFd(int fd, grpc_socket_mutator* m) {
   if (!IsTcp(fd)) return true;  // a Unix socket has no congestion control
-  if (SetAlgorithm(fd, Of(m)->name) != 0) {
-    // Checked at start-up, so this is unexpected; the connection still works.
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      spdlog::warn("TCP congestion control '{}' not set on a connection: {}", Of(m)->name, std::strerror(errno));
-    }
+  const CongestionMutator& settings = *Of(m);
+  if (!settings.name.empty() && SetAlgorithm(fd, settings.name) != 0) {
+    WarnOnce(absl::StrCat("TCP congestion control '", settings.name, "'"));
+  }
+  if (settings.priority != kKeepSocketPriority && SetPriority(fd, settings.priority) != 0) {
+    WarnOnce(absl::StrCat("socket priority ", settings.priority));
   }
   return true;
 }
 
 bool MutateFd2(const grpc_mutate_socket_info* info, grpc_socket_mutator* m) { return MutateFd(info->fd, m); }
 
-int Compare(grpc_socket_mutator* a, grpc_socket_mutator* b) { return Of(a)->name.compare(Of(b)->name); }
+int Compare(grpc_socket_mutator* a, grpc_socket_mutator* b) {
+  if (Of(a)->priority != Of(b)->priority) return Of(a)->priority < Of(b)->priority ? -1 : 1;
+  return Of(a)->name.compare(Of(b)->name);
+}
 
 void Destroy(grpc_socket_mutator* m) { delete Of(m); }
 
@@ -86,14 +99,26 @@ std::string ReadLine(const char* path) {
   return line;
 }
 
+// Every TCP socket of channels made with `args` gets algorithm `name`
+// ("system": no change) and SO_PRIORITY `priority`.
+void UseSocketSettings(absl::string_view name, int priority, grpc::ChannelArguments* args) {
+  std::string algorithm = ResolveTcpCongestion(name);
+  if (algorithm == kSystemTcpCongestion) algorithm.clear();
+  if (algorithm.empty() && priority == kKeepSocketPriority) return;
+  auto* mutator = new CongestionMutator{{}, algorithm, priority};
+  grpc_socket_mutator_init(&mutator->base, &kVtable);
+  args->SetSocketMutator(&mutator->base);  // takes the reference
+}
+
 class TcpCongestionOption : public grpc::ServerBuilderOption {
  public:
-  explicit TcpCongestionOption(absl::string_view name) : name_(name) {}
-  void UpdateArguments(grpc::ChannelArguments* args) override { UseTcpCongestion(name_, args); }
+  TcpCongestionOption(absl::string_view name, int priority) : name_(name), priority_(priority) {}
+  void UpdateArguments(grpc::ChannelArguments* args) override { UseSocketSettings(name_, priority_, args); }
   void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*) override {}
 
  private:
   std::string name_;
+  int priority_;
 };
 
 }  // namespace
@@ -124,15 +149,31 @@ std::string ResolveTcpCongestion(absl::string_view name) {
 }
 
 void UseTcpCongestion(absl::string_view name, grpc::ChannelArguments* args) {
-  const std::string algorithm = ResolveTcpCongestion(name);
-  if (algorithm == kSystemTcpCongestion || algorithm.empty()) return;
-  auto* mutator = new CongestionMutator{{}, algorithm};
-  grpc_socket_mutator_init(&mutator->base, &kVtable);
-  args->SetSocketMutator(&mutator->base);  // takes the reference
+  UseSocketSettings(name, kKeepSocketPriority, args);
 }
 
-std::unique_ptr<grpc::ServerBuilderOption> TcpCongestionServerOption(absl::string_view name) {
-  return std::make_unique<TcpCongestionOption>(name);
+std::unique_ptr<grpc::ServerBuilderOption> TcpCongestionServerOption(absl::string_view name, int priority) {
+  return std::make_unique<TcpCongestionOption>(name, priority);
+}
+
+absl::Status CheckSocketPriority(int priority) {
+  if (priority == kKeepSocketPriority) return absl::OkStatus();
+  const int fd = priority < 0 ? -1 : socket(AF_INET, SOCK_STREAM, 0);
+  const bool ok = fd >= 0 && SetPriority(fd, priority) == 0;
+  const int error = errno;
+  if (fd >= 0) close(fd);
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--socket_priority=", priority, " cannot be set here (",
+      priority < 0 ? "negative" : std::strerror(error), "); use 0-6 (", kBulkSocketPriority,
+      ": bulk, pfifo_fast's lowest band; 0: the machine's default), more only with CAP_NET_ADMIN, or ",
+      kKeepSocketPriority, " to leave the sockets alone"));
+}
+
+int SocketPriorityOf(int fd) {
+  int priority = 0;
+  socklen_t len = sizeof(priority);
+  return getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, &len) == 0 ? priority : -1;
 }
 
 std::string TcpCongestionOf(int fd) {

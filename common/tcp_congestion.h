@@ -5,6 +5,12 @@
 // anything else. Measured on the emulated cluster (README, "Scaling"): CUBIC
 // beats BBR at 8 workers in every mode, so the default, "auto", is CUBIC
 // wherever this process may set it.
+//
+// The same hook sets a server's sockets' queueing priority (SO_PRIORITY): by
+// default TC_PRIO_BULK, so that where the host's queueing discipline honors
+// priority (pfifo_fast, Debian's default, or prio) the server's answers wait
+// behind the colocated worker's pushes and requests instead of sharing the
+// host's uplink with them first come, first served (README, "Scaling").
 #ifndef SHARDPS_COMMON_TCP_CONGESTION_H_
 #define SHARDPS_COMMON_TCP_CONGESTION_H_
 
@@ -27,6 +33,11 @@ inline constexpr char kDefaultTcpCongestion[] = "auto";
 // The value that keeps the machine's default (net.ipv4.tcp_congestion_control).
 inline constexpr char kSystemTcpCongestion[] = "system";
 
+// SO_PRIORITY values: leave the machine's (0) alone; TC_PRIO_BULK, pfifo_fast's
+// lowest band, the server's default.
+inline constexpr int kKeepSocketPriority = -1;
+inline constexpr int kBulkSocketPriority = 2;
+
 // OK when `name` is "auto", "system" or an algorithm this process may set;
 // else INVALID_ARGUMENT naming the algorithms it may set.
 absl::Status CheckTcpCongestion(absl::string_view name);
@@ -37,8 +48,13 @@ std::string ResolveTcpCongestion(absl::string_view name);
 // Every TCP socket of channels made with `args` uses `name` ("system": no change).
 void UseTcpCongestion(absl::string_view name, grpc::ChannelArguments* args);
 
-// The same for a server's listening and accepted sockets.
-std::unique_ptr<grpc::ServerBuilderOption> TcpCongestionServerOption(absl::string_view name);
+// The same for a server's listening and accepted sockets, which also get
+// SO_PRIORITY `priority` (kKeepSocketPriority: no change).
+std::unique_ptr<grpc::ServerBuilderOption> TcpCongestionServerOption(absl::string_view name, int priority);
+
+// OK when `priority` is kKeepSocketPriority or a value this process may set
+// (0-6 unprivileged, more with CAP_NET_ADMIN); else INVALID_ARGUMENT.
+absl::Status CheckSocketPriority(int priority);
 
 // The machine's default algorithm and the ones its kernel has, space-separated
 // (net.ipv4.tcp_congestion_control, tcp_available_congestion_control).
@@ -47,6 +63,9 @@ std::string AvailableTcpCongestion();
 
 // The algorithm of TCP socket `fd`; empty when it is not one.
 std::string TcpCongestionOf(int fd);
+
+// The SO_PRIORITY of socket `fd`; -1 when it cannot be read.
+int SocketPriorityOf(int fd);
 
 }  // namespace shardps
 

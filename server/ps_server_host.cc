@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
   if (absl::Status s = CheckTcpCongestion(options.tcp_congestion); !s.ok()) return s;
+  if (absl::Status s = CheckSocketPriority(options.socket_priority); !s.ok()) return s;
   std::unique_ptr<PsServerHost> host(new PsServerHost());
   host->core_ = std::move(core);
   host->clock_ = clock;
@@ -32,7 +33,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   // Two servers on one port would split the workers' connections between
   // them: a busy port is an error, not shared.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetOption(TcpCongestionServerOption(options.tcp_congestion));
+  builder.SetOption(TcpCongestionServerOption(options.tcp_congestion, options.socket_priority));
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   host->server_ = builder.BuildAndStart();
@@ -52,13 +53,15 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
     h->Housekeep(start, interval);
   });
   spdlog::info("server {} serving {} mode on port {} (metrics port {}, health port {}), incarnation {:016x}; {}{}; "
-               "TCP congestion control {}",
+               "TCP congestion control {}, socket priority {}",
                host->core_->server_id(), ModeName(host->core_->mode()), host->port_, host->metrics_port(),
                host->health_port(),
                host->core_->incarnation(),
                options.tls.cert.empty() ? "plaintext" : (options.tls.mutual ? "mutual TLS" : "TLS"),
                options.auth_token.empty() ? ", no job token" : ", job token required",
-               ResolveTcpCongestion(options.tcp_congestion));
+               ResolveTcpCongestion(options.tcp_congestion),
+               options.socket_priority == kKeepSocketPriority ? std::string("the machine's")
+                                                              : std::to_string(options.socket_priority));
   return host;
 }
 

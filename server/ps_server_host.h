@@ -41,6 +41,9 @@ struct HostOptions {
   Trace* trace = nullptr;  // records pushes arriving and pulls answered; borrowed
   // TCP congestion control of the connections it accepts (common/tcp_congestion.h).
   std::string tcp_congestion = kDefaultTcpCongestion;
+  // SO_PRIORITY of the connections it accepts: bulk by default, so its
+  // answers yield to the colocated worker's traffic on the host's uplink.
+  int socket_priority = kBulkSocketPriority;
 };
 
 class PsServerHost {

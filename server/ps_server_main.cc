@@ -64,6 +64,11 @@ ABSL_FLAG(std::string, tcp_congestion, shardps::kDefaultTcpCongestion,
           "TCP congestion control of the connections this server accepts (cubic, reno, bbr, ... as the kernel "
           "allows; system: the machine's default; auto: cubic where this process may set it, else the machine's). "
           "On the emulated cluster CUBIC beats BBR at 8 workers (README \"Scaling\").");
+ABSL_FLAG(int, socket_priority, shardps::kBulkSocketPriority,
+          "SO_PRIORITY of the connections this server accepts. The default, 2 (TC_PRIO_BULK), puts its answers in "
+          "the lowest band of a queueing discipline that honors priority (pfifo_fast, Debian's default; prio), so on "
+          "a host it shares with a worker they yield to that worker's pushes and requests (README \"Scaling\"). "
+          "0: the machine's default band; -1: leave the sockets alone.");
 ABSL_FLAG(int64_t, max_message_bytes, 256 << 20, "Largest gRPC message accepted or sent.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (chain) of this server; with --tls_key, TLS on every channel.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
@@ -161,6 +166,7 @@ int Run(ShutdownSignal& signal) {
   host_options.health_port = absl::GetFlag(FLAGS_health_port);
   host_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   host_options.tcp_congestion = absl::GetFlag(FLAGS_tcp_congestion);
+  host_options.socket_priority = absl::GetFlag(FLAGS_socket_priority);
   host_options.tls = TlsFiles{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca),
                               absl::GetFlag(FLAGS_tls_mutual)};
   absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));

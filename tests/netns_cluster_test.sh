@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deploy/netns/netns_cluster: two emulated hosts get their addresses only
 # inside their namespaces, a real ps_server in host 1 serves a push_pull
-# client in host 0 across the shaped link, and `down` leaves nothing behind.
+# client in host 0 across the shaped link, a host's outgoing queue honors
+# socket priority (pfifo_fast) where the switch's is a plain FIFO, and
+# `down` leaves nothing behind.
 # Needs root (network namespaces); says SKIPPED otherwise.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
@@ -25,6 +27,38 @@ grep -q "10\.77\." <<<"$root_addrs" && fail "an emulated address leaked outside 
 host1_addrs=$("$cluster" --prefix="$prefix" exec 1 ip -o addr show dev eth0)
 grep -q "10.77.0.2/24" <<<"$host1_addrs" || fail "host 1 has no 10.77.0.2: $host1_addrs"
 pass "two hosts, addresses only inside their namespaces"
+
+host_queue=$("$cluster" --prefix="$prefix" exec 0 tc qdisc show dev eth0)
+grep -q "pfifo_fast 10: parent 1:10 bands 3" <<<"$host_queue" || fail "host 0's outgoing queue is not pfifo_fast: $host_queue"
+switch_queue=$(ip netns exec "$prefix-sw" tc qdisc show dev h0)
+grep -q "pfifo 10: parent 1:10" <<<"$switch_queue" || fail "the switch's port is not a FIFO: $switch_queue"
+"$cluster" up 2 --prefix="${prefix}x" --host_queue=fq > "$work/bad.txt" 2>&1 && fail "--host_queue=fq was taken"
+grep -q "want pfifo_fast or pfifo" "$work/bad.txt" || fail "no clear error for --host_queue=fq: $(cat "$work/bad.txt")"
+pass "each host's queue is pfifo_fast, each switch port a FIFO; another queue is refused"
+
+# Two flows from host 0 to host 1 at once, one marked bulk (TOS 0x08, which
+# Linux maps to priority 2, TC_PRIO_BULK, as ps_server's --socket_priority
+# does): the other takes the shaped link. Shares of bytes, not times.
+if command -v iperf3 > /dev/null; then
+  for p in 5301 5302; do
+    "$cluster" --prefix="$prefix" exec 1 iperf3 -s -1 -p $p -B 10.77.0.2 > /dev/null 2>&1 &
+  done
+  for _ in $(seq 100); do
+    listening=$("$cluster" --prefix="$prefix" exec 1 ss -Hltn)
+    grep -q ":5301 " <<<"$listening" && grep -q ":5302 " <<<"$listening" && break
+    sleep 0.05
+  done
+  "$cluster" --prefix="$prefix" exec 0 iperf3 -c 10.77.0.2 -p 5301 -t 3 -S 0x08 -J > "$work/bulk.json" 2>&1 &
+  bulk=$!
+  "$cluster" --prefix="$prefix" exec 0 iperf3 -c 10.77.0.2 -p 5302 -t 3 -J > "$work/normal.json" 2>&1 || fail "iperf3: $(tail -3 "$work/normal.json")"
+  wait $bulk || fail "iperf3 (bulk): $(tail -3 "$work/bulk.json")"
+  sent() { /usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bytes"]))' "$1"; }
+  b=$(sent "$work/bulk.json") n=$(sent "$work/normal.json")
+  [ "$n" -gt $((4 * b)) ] || fail "the bulk flow was not held back: $b bytes against $n"
+  pass "a bulk-priority flow yields the host's link ($b bytes against $n)"
+else
+  echo "SKIPPED: priority check needs iperf3 (tools/setup installs it)"
+fi
 
 "$cluster" --prefix="$prefix" exec 1 "$runfiles/server/ps_server" --mode=async --port=0 --bind_address=10.77.0.2 \
   --log_level=warn > "$work/server.out" 2>&1 &

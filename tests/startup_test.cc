@@ -85,6 +85,15 @@ TEST_CASE("a TCP congestion control the kernel cannot set: exit 1 naming those i
   REQUIRE_THAT(log, Catch::Contains("reno"));
 }
 
+TEST_CASE("a socket priority that cannot be set: exit 1 saying what can", "[startup][process]") {
+  const std::string dir = TempDir("priority");
+  std::string log;
+  const int code = RunServer({"--port=0", "--socket_priority=-3"}, dir + "/a.log", &log);
+  INFO(log);
+  REQUIRE(code == 1);
+  REQUIRE_THAT(log, Catch::Contains("--socket_priority=-3 cannot be set here"));
+}
+
 TEST_CASE("SIGTERM at any moment of start-up, a slow restore included, exits 0", "[startup][process]") {
   const std::string dir = TempDir("sigterm");
   // A 64 MB shard to restore, so that some signals land during the restore.

@@ -2,10 +2,11 @@
 // connections they make and accept, each its own, leaving the machine's
 // default alone; "auto", the default, is CUBIC where the process may set it;
 // "system" keeps the machine's default; an algorithm the kernel cannot
-// set is refused at start, naming the ones it can. Checked on the real
-// sockets of a server and a worker talking over real gRPC on loopback: every
-// TCP socket of this process is found in /proc/self/fd and asked
-// (getsockopt TCP_CONGESTION).
+// set is refused at start, naming the ones it can. The server's connections
+// are bulk traffic (SO_PRIORITY 2) unless told otherwise; the worker's keep
+// the machine's priority. Checked on the real sockets of a server and a
+// worker talking over real gRPC on loopback: every TCP socket of this process
+// is found in /proc/self/fd and asked (getsockopt TCP_CONGESTION, SO_PRIORITY).
 #include <catch2/catch.hpp>
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -41,12 +42,17 @@ int Port(const sockaddr_storage& a) {
   return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
 }
 
-struct Sockets {
-  std::vector<std::string> accepted;  // by the server: the local port is its port
-  std::vector<std::string> opened;    // by the worker: the peer port is the server's
+struct Connection {
+  std::string algorithm;
+  int priority;
 };
 
-// This process's TCP connections to or from `port`, by their algorithm.
+struct Sockets {
+  std::vector<Connection> accepted;  // by the server: the local port is its port
+  std::vector<Connection> opened;    // by the worker: the peer port is the server's
+};
+
+// This process's TCP connections to or from `port`, by their settings.
 Sockets ConnectionsOf(int port) {
   Sockets s;
   DIR* dir = opendir("/proc/self/fd");
@@ -65,18 +71,21 @@ Sockets ConnectionsOf(int port) {
         getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) {
       continue;  // not a connected TCP socket
     }
-    if (Port(local) == port) s.accepted.push_back(algorithm);
-    if (Port(peer) == port) s.opened.push_back(algorithm);
+    const Connection c{algorithm, SocketPriorityOf(fd)};
+    if (Port(local) == port) s.accepted.push_back(c);
+    if (Port(peer) == port) s.opened.push_back(c);
   }
   return s;
 }
 
-// A 1-server sync job whose server uses `server_cc` and whose worker, with
-// two channels, uses `worker_cc`; the algorithms of their connections after
-// two steps, while both are up.
-Sockets RunTwoSteps(const std::string& server_cc, const std::string& worker_cc) {
+// A 1-server sync job whose server uses `server_cc` and `server_priority`
+// and whose worker, with two channels, uses `worker_cc`; the settings of
+// their connections after two steps, while both are up.
+Sockets RunTwoSteps(const std::string& server_cc, const std::string& worker_cc,
+                    int server_priority = HostOptions().socket_priority) {
   HostOptions host;
   host.tcp_congestion = server_cc;
+  host.socket_priority = server_priority;
   TestCluster cluster(SyncOptions(1, 1), host);
   ClientOptions options = cluster.ClientFor(0);
   options.channels_per_server = 2;
@@ -90,11 +99,18 @@ Sockets RunTwoSteps(const std::string& server_cc, const std::string& worker_cc) 
   return s;
 }
 
-bool All(const std::vector<std::string>& algorithms, const std::string& name) {
-  for (const std::string& a : algorithms) {
-    if (a != name) return false;
+bool All(const std::vector<Connection>& connections, const std::string& algorithm) {
+  for (const Connection& c : connections) {
+    if (c.algorithm != algorithm) return false;
   }
-  return !algorithms.empty();
+  return !connections.empty();
+}
+
+bool AllAt(const std::vector<Connection>& connections, int priority) {
+  for (const Connection& c : connections) {
+    if (c.priority != priority) return false;
+  }
+  return !connections.empty();
 }
 
 TEST_CASE("each daemon's connections use the congestion control it was given", "[tcp_congestion]") {
@@ -114,8 +130,9 @@ TEST_CASE("each daemon's connections use the congestion control it was given", "
     CHECK(All(s.opened, worker_cc));
   }
   SECTION("auto, the default: CUBIC where this process may set it, else the machine's default") {
-    const std::string expected = CheckTcpCongestion("cubic").ok() ? "cubic" : system;
-    CHECK(ResolveTcpCongestion(kDefaultTcpCongestion) == expected);
+    const bool cubic = CheckTcpCongestion("cubic").ok();  // not where only root may set it
+    CHECK(ResolveTcpCongestion(kDefaultTcpCongestion) == (cubic ? "cubic" : kSystemTcpCongestion));
+    const std::string expected = cubic ? "cubic" : system;
     const Sockets s = RunTwoSteps(HostOptions().tcp_congestion, ClientOptions().tcp_congestion);
     CHECK(All(s.accepted, expected));
     CHECK(All(s.opened, expected));
@@ -125,6 +142,48 @@ TEST_CASE("each daemon's connections use the congestion control it was given", "
     CHECK(All(s.accepted, system));
     CHECK(All(s.opened, system));
   }
+}
+
+TEST_CASE("a server's connections are bulk traffic unless told otherwise; a worker's keep the machine's priority",
+          "[tcp_congestion]") {
+  const int machine = 0;  // a socket's SO_PRIORITY until someone sets it
+  SECTION("the default: the server's accepted connections at TC_PRIO_BULK (2)") {
+    CHECK(HostOptions().socket_priority == kBulkSocketPriority);
+    const Sockets s = RunTwoSteps(kSystemTcpCongestion, kSystemTcpCongestion);
+    CHECK(s.accepted.size() >= 2);
+    CHECK(AllAt(s.accepted, kBulkSocketPriority));
+    CHECK(AllAt(s.opened, machine));
+  }
+  SECTION("another priority, given") {
+    const Sockets s = RunTwoSteps(kDefaultTcpCongestion, kDefaultTcpCongestion, 5);
+    CHECK(AllAt(s.accepted, 5));
+    CHECK(AllAt(s.opened, machine));
+  }
+  SECTION("left alone") {
+    const Sockets s = RunTwoSteps(kDefaultTcpCongestion, kDefaultTcpCongestion, kKeepSocketPriority);
+    CHECK(AllAt(s.accepted, machine));
+  }
+}
+
+TEST_CASE("a socket priority that cannot be set is refused at start, saying what can", "[tcp_congestion]") {
+  CHECK(CheckSocketPriority(kKeepSocketPriority).ok());
+  CHECK(CheckSocketPriority(0).ok());
+  CHECK(CheckSocketPriority(6).ok());
+  const absl::Status check = CheckSocketPriority(-2);
+  CHECK(check.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(check.message()), Catch::Contains("--socket_priority=-2 cannot be set here (negative)"));
+  CHECK_THAT(std::string(check.message()), Catch::Contains("use 0-6"));
+
+  HostOptions host;
+  host.address = "127.0.0.1";
+  host.socket_priority = -2;
+  RealClock clock;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(SyncOptions(1, 1), &clock);
+  REQUIRE(core.ok());
+  const auto started = PsServerHost::Start(host, *std::move(core), &clock);
+  REQUIRE_FALSE(started.ok());
+  CHECK(started.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(started.status().message()), Catch::Contains("--socket_priority=-2"));
 }
 
 TEST_CASE("an algorithm the kernel cannot set is refused at start, naming the ones it can", "[tcp_congestion]") {
