@@ -10,7 +10,9 @@
 // default TC_PRIO_BULK, so that where the host's queueing discipline honors
 // priority (pfifo_fast, Debian's default, or prio) the server's answers wait
 // behind the colocated worker's pushes and requests instead of sharing the
-// host's uplink with them first come, first served (README, "Scaling").
+// host's uplink with them first come, first served (README, "Scaling"). The
+// connections pushes arrive on go back to the machine's band at their first
+// push (server/service_dispatcher.h), so acknowledgements are not bulk.
 #ifndef SHARDPS_COMMON_TCP_CONGESTION_H_
 #define SHARDPS_COMMON_TCP_CONGESTION_H_
 
@@ -36,6 +38,7 @@ inline constexpr char kSystemTcpCongestion[] = "system";
 // SO_PRIORITY values: leave the machine's (0) alone; TC_PRIO_BULK, pfifo_fast's
 // lowest band, the server's default.
 inline constexpr int kKeepSocketPriority = -1;
+inline constexpr int kMachineSocketPriority = 0;  // a socket's until set
 inline constexpr int kBulkSocketPriority = 2;
 
 // OK when `name` is "auto", "system" or an algorithm this process may set;

@@ -22,8 +22,12 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   std::unique_ptr<PsServerHost> host(new PsServerHost());
   host->core_ = std::move(core);
   host->clock_ = clock;
+  // Connections start at socket_priority (bulk); those that carry pushes go
+  // back to the machine's default band at their first push, so the pushes'
+  // acknowledgements do not wait behind this server's answers.
+  const int push_priority = options.socket_priority == kKeepSocketPriority ? -1 : kMachineSocketPriority;
   host->dispatcher_ = std::make_unique<ServiceDispatcher>(host->core_.get(), options.auth_token, options.on_admin_stop,
-                                                          options.trace);
+                                                          options.trace, push_priority);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.address, ":", options.port);

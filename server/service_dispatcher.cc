@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
 #include "common/security.h"
+#include "common/tensor_frame.h"
 #include "server/ps_service.h"
 #include "server/raw_tensor_service.h"
 
@@ -36,6 +37,7 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
         ctx->method(), " from ", ctx->peer(), " refused: it does not carry the job token (--auth_token_file)")));
     return new RefusingReactor(ctx, core_->incarnation(), refused);
   }
+  if (push_connections_ != nullptr && ctx->method() == kRawPushMethod) push_connections_->Mark(ctx->peer());
   if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_, stop_)) return r;
   if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_, trace_)) return r;
   return new RefusingReactor(ctx, core_->incarnation(),

@@ -3,15 +3,18 @@
 // framing of Push and Pull (server/raw_tensor_service.h). Any other method
 // is UNIMPLEMENTED, naming it. With a job token, a call that does not carry
 // it (common/security.h) is UNAUTHENTICATED, counted and logged, whatever
-// its method. Thread-safe; holds only constants.
+// its method. With a push priority, the connection a push arrives on gets
+// it (common/connection_priority.h), once per connection. Thread-safe.
 #ifndef SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 #define SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 
 #include <grpcpp/generic/async_generic_service.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "common/connection_priority.h"
 #include "common/trace.h"
 #include "server/parameter_server.h"
 
@@ -21,9 +24,15 @@ class ServiceDispatcher final : public grpc::CallbackGenericService {
  public:
   // `core` must outlive the service. An empty `auth_token` admits every
   // call. `stop` (may be empty) serves ADMIN_STOP. `trace` (may be null;
-  // must outlive the service) records pushes and pulls.
-  ServiceDispatcher(ParameterServer* core, std::string auth_token, std::function<void()> stop, Trace* trace = nullptr)
-      : core_(core), auth_token_(std::move(auth_token)), stop_(std::move(stop)), trace_(trace) {}
+  // must outlive the service) records pushes and pulls. `push_priority`:
+  // the SO_PRIORITY of connections that carry pushes (-1: left alone).
+  ServiceDispatcher(ParameterServer* core, std::string auth_token, std::function<void()> stop, Trace* trace = nullptr,
+                    int push_priority = -1)
+      : core_(core),
+        auth_token_(std::move(auth_token)),
+        stop_(std::move(stop)),
+        trace_(trace),
+        push_connections_(push_priority >= 0 ? std::make_unique<ConnectionPriorityMarker>(push_priority) : nullptr) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
@@ -33,6 +42,7 @@ class ServiceDispatcher final : public grpc::CallbackGenericService {
   const std::string auth_token_;
   const std::function<void()> stop_;
   Trace* const trace_;
+  const std::unique_ptr<ConnectionPriorityMarker> push_connections_;  // null: none
 };
 
 }  // namespace shardps
