@@ -144,6 +144,15 @@ TEST_CASE("each daemon's connections use the congestion control it was given", "
   }
 }
 
+// What starting a 1-server sync host on loopback with `host` gives.
+absl::Status StartServer(HostOptions host) {
+  host.address = "127.0.0.1";
+  RealClock clock;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(SyncOptions(1, 1), &clock);
+  REQUIRE(core.ok());
+  return PsServerHost::Start(host, *std::move(core), &clock).status();
+}
+
 // How many of `connections` are at `priority`.
 int CountAt(const std::vector<Connection>& connections, int priority) {
   int n = 0;
@@ -184,15 +193,10 @@ TEST_CASE("a socket priority that cannot be set is refused at start, saying what
   CHECK_THAT(std::string(check.message()), Catch::Contains("use 0-6"));
 
   HostOptions host;
-  host.address = "127.0.0.1";
   host.socket_priority = -2;
-  RealClock clock;
-  absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(SyncOptions(1, 1), &clock);
-  REQUIRE(core.ok());
-  const auto started = PsServerHost::Start(host, *std::move(core), &clock);
-  REQUIRE_FALSE(started.ok());
-  CHECK(started.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_THAT(std::string(started.status().message()), Catch::Contains("--socket_priority=-2"));
+  const absl::Status started = StartServer(host);
+  CHECK(started.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(started.message()), Catch::Contains("--socket_priority=-2"));
 }
 
 TEST_CASE("an algorithm the kernel cannot set is refused at start, naming the ones it can", "[tcp_congestion]") {
@@ -213,15 +217,10 @@ TEST_CASE("an algorithm the kernel cannot set is refused at start, naming the on
   }
   SECTION("a server") {
     HostOptions host;
-    host.address = "127.0.0.1";
     host.tcp_congestion = "no-such-cc";
-    RealClock clock;
-    absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(SyncOptions(1, 1), &clock);
-    REQUIRE(core.ok());
-    const auto started = PsServerHost::Start(host, *std::move(core), &clock);
-    REQUIRE_FALSE(started.ok());
-    CHECK(started.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_THAT(std::string(started.status().message()), Catch::Contains("no-such-cc"));
+    const absl::Status started = StartServer(host);
+    CHECK(started.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(started.message()), Catch::Contains("no-such-cc"));
   }
 }
 
