@@ -5,14 +5,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <vector>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
 namespace shardps {
-namespace {
 
 std::vector<int> OpenDescriptors() {
   std::vector<int> fds;
@@ -26,7 +23,15 @@ std::vector<int> OpenDescriptors() {
   return fds;
 }
 
-}  // namespace
+bool SetSocketPriority(int fd, int priority) {
+  return setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, sizeof(priority)) == 0;
+}
+
+int SocketPriorityOf(int fd) {
+  int priority = 0;
+  socklen_t len = sizeof(priority);
+  return getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, &len) == 0 ? priority : -1;
+}
 
 std::string PeerOfSocket(int fd) {
   sockaddr_storage peer{};
@@ -51,8 +56,7 @@ std::string PeerOfSocket(int fd) {
 bool SetConnectionPriority(absl::string_view peer, int priority) {
   const std::string want = absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}});
   for (int fd : OpenDescriptors()) {
-    if (PeerOfSocket(fd) != want) continue;
-    return setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, sizeof(priority)) == 0;
+    if (PeerOfSocket(fd) == want) return SetSocketPriority(fd, priority);
   }
   return false;
 }

@@ -10,6 +10,7 @@
 #define SHARDPS_COMMON_CONNECTION_PRIORITY_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -17,6 +18,14 @@
 #include "absl/synchronization/mutex.h"
 
 namespace shardps {
+
+// This process's open file descriptors (/proc/self/fd); empty when unreadable.
+std::vector<int> OpenDescriptors();
+
+// SO_PRIORITY of socket `fd`: set (true when it took), and read (-1 when it
+// cannot be).
+bool SetSocketPriority(int fd, int priority);
+int SocketPriorityOf(int fd);
 
 // gRPC's name of the peer of connected socket `fd` ("ipv4:10.0.0.2:41234",
 // "ipv6:[::1]:41234"); empty when it has none.

@@ -15,6 +15,7 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/connection_priority.h"
 #include "spdlog/spdlog.h"
 
 // gRPC's socket mutator, the one hook it offers for options on the sockets it
@@ -60,8 +61,6 @@ struct CongestionMutator {
 
 CongestionMutator* Of(grpc_socket_mutator* m) { return reinterpret_cast<CongestionMutator*>(m); }
 
-int SetPriority(int fd, int priority) { return setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, sizeof(priority)); }
-
 // Both are checked at start-up, so a failure here is unexpected; the
 // connection still works, so it is logged once and not refused.
 void WarnOnce(const std::string& what) {
@@ -75,7 +74,7 @@ bool MutateFd(int fd, grpc_socket_mutator* m) {
   if (!settings.name.empty() && SetAlgorithm(fd, settings.name) != 0) {
     WarnOnce(absl::StrCat("TCP congestion control '", settings.name, "'"));
   }
-  if (settings.priority != kKeepSocketPriority && SetPriority(fd, settings.priority) != 0) {
+  if (settings.priority != kKeepSocketPriority && !SetSocketPriority(fd, settings.priority)) {
     WarnOnce(absl::StrCat("socket priority ", settings.priority));
   }
   return true;
@@ -159,7 +158,7 @@ std::unique_ptr<grpc::ServerBuilderOption> TcpCongestionServerOption(absl::strin
 absl::Status CheckSocketPriority(int priority) {
   if (priority == kKeepSocketPriority) return absl::OkStatus();
   const int fd = priority < 0 ? -1 : socket(AF_INET, SOCK_STREAM, 0);
-  const bool ok = fd >= 0 && SetPriority(fd, priority) == 0;
+  const bool ok = fd >= 0 && SetSocketPriority(fd, priority);
   const int error = errno;
   if (fd >= 0) close(fd);
   if (ok) return absl::OkStatus();
@@ -168,12 +167,6 @@ absl::Status CheckSocketPriority(int priority) {
       priority < 0 ? "negative" : std::strerror(error), "); use 0-6 (", kBulkSocketPriority,
       ": bulk, pfifo_fast's lowest band; 0: the machine's default), more only with CAP_NET_ADMIN, or ",
       kKeepSocketPriority, " to leave the sockets alone"));
-}
-
-int SocketPriorityOf(int fd) {
-  int priority = 0;
-  socklen_t len = sizeof(priority);
-  return getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &priority, &len) == 0 ? priority : -1;
 }
 
 std::string TcpCongestionOf(int fd) {

@@ -67,9 +67,6 @@ std::string AvailableTcpCongestion();
 // The algorithm of TCP socket `fd`; empty when it is not one.
 std::string TcpCongestionOf(int fd);
 
-// The SO_PRIORITY of socket `fd`; -1 when it cannot be read.
-int SocketPriorityOf(int fd);
-
 }  // namespace shardps
 
 #endif  // SHARDPS_COMMON_TCP_CONGESTION_H_

@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   // Connections start at socket_priority (bulk); those that carry pushes go
   // back to the machine's default band at their first push, so the pushes'
   // acknowledgements do not wait behind this server's answers.
-  const int push_priority = options.socket_priority == kKeepSocketPriority ? -1 : kMachineSocketPriority;
+  const int push_priority = options.socket_priority == kKeepSocketPriority ? kKeepSocketPriority : kMachineSocketPriority;
   host->dispatcher_ = std::make_unique<ServiceDispatcher>(host->core_.get(), options.auth_token, options.on_admin_stop,
                                                           options.trace, push_priority);
   grpc::EnableDefaultHealthCheckService(true);

@@ -9,15 +9,14 @@
 // is found in /proc/self/fd and asked (getsockopt TCP_CONGESTION, SO_PRIORITY).
 #include <catch2/catch.hpp>
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/connection_priority.h"
 #include "common/tcp_congestion.h"
 #include "server/parameter_server.h"
 #include "tests/test_cluster.h"
@@ -55,14 +54,8 @@ struct Sockets {
 // This process's TCP connections to or from `port`, by their settings.
 Sockets ConnectionsOf(int port) {
   Sockets s;
-  DIR* dir = opendir("/proc/self/fd");
-  REQUIRE(dir != nullptr);
-  std::vector<int> fds;
-  while (dirent* e = readdir(dir)) {
-    int fd = 0;
-    if (absl::SimpleAtoi(e->d_name, &fd) && fd != dirfd(dir)) fds.push_back(fd);
-  }
-  closedir(dir);
+  const std::vector<int> fds = OpenDescriptors();
+  REQUIRE(!fds.empty());  // stdin, stdout and stderr at least: /proc/self/fd was read
   for (int fd : fds) {
     const std::string algorithm = TcpCongestionOf(fd);
     sockaddr_storage local{}, peer{};
