@@ -2,8 +2,8 @@
 # deploy/netns/netns_cluster: two emulated hosts get their addresses only
 # inside their namespaces, a real ps_server in host 1 serves a push_pull
 # client in host 0 across the shaped link, a host's outgoing queue honors
-# socket priority (pfifo_fast) where the switch's is a plain FIFO, and
-# `down` leaves nothing behind.
+# socket priority (pfifo_fast) where the switch's is a plain FIFO, --sysctl
+# reaches every host, and `down` leaves nothing behind.
 # Needs root (network namespaces); says SKIPPED otherwise.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
@@ -18,7 +18,7 @@ if [ "$(id -u)" != 0 ] || ! ip netns list > /dev/null 2>&1; then
 fi
 trap '"$cluster" down --prefix="$prefix"; rm -rf "$work"' EXIT
 
-"$cluster" up 2 --prefix="$prefix" --rate=200mbit > "$work/up.txt" || fail "up"
+"$cluster" up 2 --prefix="$prefix" --rate=200mbit --sysctl="net.ipv4.tcp_rmem=4096 32768 65536" > "$work/up.txt" || fail "up"
 [ "$(ip netns list | grep -c "^$prefix-")" = 3 ] || fail "want 2 host namespaces and a switch"
 # Output is read whole before grep: with pipefail, `ip ... | grep -q` fails
 # at random when grep exits on the first match and ip gets SIGPIPE.
@@ -35,6 +35,15 @@ grep -q "pfifo 10: parent 1:10" <<<"$switch_queue" || fail "the switch's port is
 "$cluster" up 2 --prefix="${prefix}x" --host_queue=fq > "$work/bad.txt" 2>&1 && fail "--host_queue=fq was taken"
 grep -q "want pfifo_fast or pfifo" "$work/bad.txt" || fail "no clear error for --host_queue=fq: $(cat "$work/bad.txt")"
 pass "each host's queue is pfifo_fast, each switch port a FIFO; another queue is refused"
+
+for i in 0 1; do
+  rmem=$("$cluster" --prefix="$prefix" exec $i cat /proc/sys/net/ipv4/tcp_rmem)
+  [ "$(echo $rmem)" = "4096 32768 65536" ] || fail "host $i's tcp_rmem is '$rmem', not what --sysctl set"
+done
+"$cluster" up 2 --prefix="${prefix}y" --sysctl=net.ipv4.no_such_setting=1 > "$work/bad_sysctl.txt" 2>&1 && fail "a sysctl that does not exist was taken"
+grep -q "sysctl=net.ipv4.no_such_setting=1 cannot be set" "$work/bad_sysctl.txt" || fail "no clear error for a bad --sysctl: $(cat "$work/bad_sysctl.txt")"
+[ "$(ip netns list | grep -c "^${prefix}y-")" = 0 ] || fail "a refused set-up left namespaces behind"
+pass "--sysctl sets a kernel setting in every host; one that cannot be set stops the set-up and leaves nothing"
 
 # Two flows from host 0 to host 1 at once, one marked bulk (TOS 0x08, which
 # Linux maps to priority 2, TC_PRIO_BULK, as ps_server's --socket_priority
