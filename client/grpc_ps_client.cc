@@ -75,8 +75,8 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
       key_map_(std::move(map)),
       builder_(&key_map_, options.job.partition_bytes, options.wire_dtype),
       executor_(clock_),
-      push_queue_(TransferBudget(options)),
-      pull_queue_(TransferBudget(options)),
+      push_queue_(PushBudget(options)),
+      pull_queue_(FetchBudget(options)),
       prefetch_(TensorElements(options.layout), [this](int64_t step, std::vector<TensorOut> tensors, Done done) {
         PullAsync(step, std::move(tensors), std::move(done));
       }) {

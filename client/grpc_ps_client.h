@@ -51,9 +51,10 @@ class Fanout {
   const PsClient::Done done_;
 };
 
-// The budgets of the push queue and (apart) of the fetch queue
+// The budgets of the push queue and of the fetch queue
 // (client/grpc_transfers.cc says why these).
-TransferQueue::Budget TransferBudget(const ClientOptions& options);
+TransferQueue::Budget PushBudget(const ClientOptions& options);
+TransferQueue::Budget FetchBudget(const ClientOptions& options);
 
 class GrpcPsClient final : public PsClient {
  public:

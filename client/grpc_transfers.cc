@@ -55,13 +55,24 @@ ServerConnection::Attempt RawPullAttempt(std::shared_ptr<wire::PullRequest> req,
 
 }  // namespace
 
-// 512 KB in flight (about 4 ms of a 1 Gbit/s link) keeps a link busy
-// between answers, and no transfer waits behind more than that of its own
-// worker's. Measured on the emulated cluster (README, "Scaling"): 256 KB and
-// 1 MB were slower, and so was more in flight behind a reservation.
-TransferQueue::Budget TransferBudget(const ClientOptions& options) {
+// Pushes: 512 KB in flight (about 4 ms of a 1 Gbit/s link) keeps the
+// uplink busy between acknowledgements. Fetched weights: 256 KB, so that
+// the weights the next forward needs first wait behind less of this
+// worker's own earlier fetches in the servers' sockets and the switch's
+// FIFO port into this host, which it shares with the pushes into its
+// colocated server. Measured on the emulated cluster (README, "Scaling"):
+// 256 KB for both, 1 MB for both, and more in flight behind a reservation
+// were slower; 256 KB of fetches beside 512 KB of pushes was faster.
+TransferQueue::Budget PushBudget(const ClientOptions& options) {
   TransferQueue::Budget b;
   b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : 512 << 10;
+  b.behind_reservation = b.total;  // pushes never reserve
+  return b;
+}
+
+TransferQueue::Budget FetchBudget(const ClientOptions& options) {
+  TransferQueue::Budget b;
+  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : 256 << 10;
   // While the weights the next forward needs first are awaited, 128 KB of
   // later ones may be fetched: enough to use a link's spare time during
   // backward, little enough not to delay what is awaited.

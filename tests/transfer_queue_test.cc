@@ -2,12 +2,14 @@
 // transfer larger than it), waiting transfers start earliest step, then
 // earliest layer first
 // (strictly: a later layer never overtakes a waiting earlier one), equal
-// priorities in submission order, and no budget starts everything.
+// priorities in submission order, and no budget starts everything. The
+// worker's automatic windows: more pushes than fetched weights in flight.
 #include <catch2/catch.hpp>
 
 #include <functional>
 #include <vector>
 
+#include "client/grpc_ps_client.h"
 #include "client/transfer_queue.h"
 
 namespace shardps {
@@ -110,6 +112,26 @@ TEST_CASE("without a budget every transfer starts at once", "[transfer_queue]") 
   int started = 0;
   for (int i = 0; i < 5; ++i) q.Submit({0, i}, 1 << 30, [&](std::function<void()> finished) { ++started; });
   CHECK(started == 5);
+}
+
+TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights; in_flight_bytes sets both",
+          "[transfer_queue]") {
+  ClientOptions o;
+  CHECK(PushBudget(o).total == 512 << 10);
+  CHECK(FetchBudget(o).total == 256 << 10);
+  CHECK(FetchBudget(o).behind_reservation == 128 << 10);
+  // The fetch window holds four 64 KB fetches back where pushes would let eight go.
+  TransferQueue pushes(PushBudget(o)), fetches(FetchBudget(o));
+  int pushed = 0, fetched = 0;
+  for (int i = 0; i < 10; ++i) {
+    pushes.Submit({0, i}, 64 << 10, [&](std::function<void()>) { ++pushed; });
+    fetches.Submit({0, i}, 64 << 10, [&](std::function<void()>) { ++fetched; });
+  }
+  CHECK(pushed == 8);
+  CHECK(fetched == 4);
+  o.in_flight_bytes = 1 << 20;
+  CHECK(PushBudget(o).total == 1 << 20);
+  CHECK(FetchBudget(o).total == 1 << 20);
 }
 
 }  // namespace
