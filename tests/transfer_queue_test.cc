@@ -120,7 +120,7 @@ TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights; in_fl
   CHECK(PushBudget(o).total == 512 << 10);
   CHECK(FetchBudget(o).total == 256 << 10);
   CHECK(FetchBudget(o).behind_reservation == 128 << 10);
-  // The fetch window holds four 64 KB fetches back where pushes would let eight go.
+  // Ten 64 KB transfers queued: the fetch window lets four go where the push window lets eight.
   TransferQueue pushes(PushBudget(o)), fetches(FetchBudget(o));
   int pushed = 0, fetched = 0;
   for (int i = 0; i < 10; ++i) {
