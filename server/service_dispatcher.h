@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/connection_priority.h"
+#include "common/tcp_congestion.h"
 #include "common/trace.h"
 #include "server/parameter_server.h"
 
@@ -25,14 +26,16 @@ class ServiceDispatcher final : public grpc::CallbackGenericService {
   // `core` must outlive the service. An empty `auth_token` admits every
   // call. `stop` (may be empty) serves ADMIN_STOP. `trace` (may be null;
   // must outlive the service) records pushes and pulls. `push_priority`:
-  // the SO_PRIORITY of connections that carry pushes (-1: left alone).
+  // the SO_PRIORITY of connections that carry pushes (kKeepSocketPriority:
+  // left alone).
   ServiceDispatcher(ParameterServer* core, std::string auth_token, std::function<void()> stop, Trace* trace = nullptr,
-                    int push_priority = -1)
+                    int push_priority = kKeepSocketPriority)
       : core_(core),
         auth_token_(std::move(auth_token)),
         stop_(std::move(stop)),
         trace_(trace),
-        push_connections_(push_priority >= 0 ? std::make_unique<ConnectionPriorityMarker>(push_priority) : nullptr) {}
+        push_connections_(push_priority != kKeepSocketPriority ? std::make_unique<ConnectionPriorityMarker>(push_priority)
+                                                               : nullptr) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
