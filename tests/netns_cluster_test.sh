@@ -12,11 +12,17 @@ prefix=spstest$$
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/netns.XXXXXX")
 source "$runfiles/tests/checks.sh"
 on_fail() { "$cluster" down --prefix="$prefix"; }
+
 if [ "$(id -u)" != 0 ] || ! ip netns list > /dev/null 2>&1; then
   echo "SKIPPED (not root): netns_cluster_test: network namespaces need root"
   exit 0
 fi
 trap '"$cluster" down --prefix="$prefix"; rm -rf "$work"' EXIT
+
+"$runfiles/bench/scaling" --host_sysctl=net.ipv4.tcp_rmem=4096 --workers=1 > "$work/no_netns.txt" 2>&1 \
+  && fail "bench/scaling took --host_sysctl without --netns"
+grep -q "host_sysctl is for --netns" "$work/no_netns.txt" || fail "no clear error for --host_sysctl without --netns: $(cat "$work/no_netns.txt")"
+pass "bench/scaling refuses --host_sysctl without --netns (before setting anything up)"
 
 "$cluster" up 2 --prefix="$prefix" --rate=200mbit --sysctl="net.ipv4.tcp_rmem=4096 32768 65536" > "$work/up.txt" || fail "up"
 [ "$(ip netns list | grep -c "^$prefix-")" = 3 ] || fail "want 2 host namespaces and a switch"
