@@ -119,6 +119,9 @@ class GrpcPsClient final : public PsClient {
   std::vector<std::unique_ptr<ServerConnection>> connections_;
   TransferQueue push_queue_, pull_queue_;
   AsyncPrefetch prefetch_;  // async's next-step weights, fetched as backward begins
+  // Async and ssp: the versions pulls answered, named by pushes; sync needs none.
+  PulledVersions pulled_;
+  PulledVersions* PulledOrNull() { return options_.job.mode == Mode::kSync ? nullptr : &pulled_; }
   std::atomic<int64_t> rewinds_{0};
   std::atomic<bool> shut_down_{false};
   StopFlag stop_heartbeats_;

@@ -81,7 +81,7 @@ TransferQueue::Budget FetchBudget(const ClientOptions& options) {
 }
 
 void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done done) {
-  absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> reqs = builder_.Pushes(step, tensors);
+  absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> reqs = builder_.Pushes(step, tensors, PulledOrNull());
   if (!reqs.ok()) return done(reqs.status());
   auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs->size()), std::move(done));
   const absl::Time queued = absl::Now();
@@ -236,7 +236,10 @@ void GrpcPsClient::SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, 
       TransferSpec("pull", options_.pull_timeout), RawPullAttempt(part->request, resp),
       [this, connection, part, resp, queued, sent, finished = std::move(finished),
        fanout = std::move(fanout)](absl::Status st) {
-        if (st.ok()) st = connection->Annotate(DecodePullAnswer(*resp, part->targets, options_.wire_dtype));
+        if (st.ok()) {
+          st = connection->Annotate(
+              DecodePullAnswer(*resp, part->targets, options_.wire_dtype, part->request->step(), PulledOrNull()));
+        }
         finished();
         TraceTransfer("pull", part->server, part->first_tensor, part->request->step(), part->bytes, queued, sent);
         fanout->Finish(st);

@@ -37,7 +37,7 @@ void RequestBuilder::Group(const std::vector<Tensor>& tensors, Add add) const {
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(
-    int64_t step, const std::vector<TensorIn>& tensors) const {
+    int64_t step, const std::vector<TensorIn>& tensors, const PulledVersions* pulled) const {
   if (absl::Status ok = CheckTensors(tensors, "push"); !ok.ok()) return ok;
   std::vector<std::shared_ptr<RawPush>> reqs;
   Group(tensors, [&](int r, const ChunkInfo& c, const TensorIn& t) {
@@ -52,6 +52,9 @@ absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(
     chunk->mutable_key()->set_tensor(c.key.tensor);
     chunk->mutable_key()->set_chunk(c.key.chunk);
     chunk->set_dtype(dtype_);
+    if (pulled != nullptr) {
+      if (std::optional<int64_t> base = pulled->For(c.key, step)) chunk->set_base_version(*base);
+    }
     if (dtype_ == wire::DTYPE_BFLOAT16) {
       auto& narrow = req.narrowed.emplace_back(new uint16_t[c.length]);
       ToBfloat16(t.values + c.offset, c.length, narrow.get());
@@ -114,7 +117,7 @@ absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> RequestBuilder::
 }
 
 absl::Status DecodePullAnswer(const grpc::ByteBuffer& answer, const std::vector<PullTarget>& targets,
-                              wire::DType dtype) {
+                              wire::DType dtype, int64_t step, PulledVersions* pulled) {
   wire::PullResponse resp;
   absl::StatusOr<std::unique_ptr<FrameReader>> frame = FrameReader::Parse(answer, &resp);
   if (!frame.ok()) return absl::DataLossError(frame.status().message());
@@ -135,6 +138,7 @@ absl::Status DecodePullAnswer(const grpc::ByteBuffer& answer, const std::vector<
     } else {
       (*frame)->WidenNextBfloat16(want.length, out);
     }
+    if (pulled != nullptr) pulled->Record(want.key, step, c.version());
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 #include "common/key_partition.h"
 #include "proto/shardps.pb.h"
 #include "client/ps_client.h"
+#include "client/pulled_versions.h"
 
 namespace shardps {
 
@@ -58,7 +59,10 @@ class RequestBuilder {
 
   // INVALID_ARGUMENT naming the tensor when one is not in the layout, or
   // when no tensor is given.
-  absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> Pushes(int64_t step, const std::vector<TensorIn>& tensors) const;
+  // `pulled` (may be null): each chunk names the version the pull for
+  // `step` answered of its key as its base_version, where one is known.
+  absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> Pushes(int64_t step, const std::vector<TensorIn>& tensors,
+                                                               const PulledVersions* pulled = nullptr) const;
   absl::StatusOr<std::vector<PullPart>> Pulls(int64_t step, const std::vector<TensorOut>& tensors) const;
   // One Init request per server with the values of the keys it owns.
   // INVALID_ARGUMENT when `weights` does not match the layout.
@@ -79,10 +83,11 @@ class RequestBuilder {
   const wire::DType dtype_;
 };
 
-// Writes a pull answer (a raw frame) into its targets. DATA_LOSS when the
+// Writes a pull answer (a raw frame) into its targets, and, with `pulled`,
+// records each chunk's version as answered for `step`. DATA_LOSS when the
 // frame is malformed or its chunks are not the ones asked for.
 absl::Status DecodePullAnswer(const grpc::ByteBuffer& answer, const std::vector<PullTarget>& targets,
-                              wire::DType dtype);
+                              wire::DType dtype, int64_t step = 0, PulledVersions* pulled = nullptr);
 
 }  // namespace shardps
 

@@ -39,6 +39,7 @@ absl::StatusOr<int> ParameterServerImpl::AdmitTraffic(uint64_t session, const ch
 }
 
 void ParameterServerImpl::InstallKeys(KeyMap map) {
+  tensor_staleness_ = std::make_unique<StalenessHistogram[]>(map.layout().tensors.size());
   table_ = std::make_unique<KeyTable>(std::move(map), options_.server_id, optimizer_->NumSlots(),
                                       options_.job.num_workers);
   job_layout_hash_ = LayoutHash(table_->map().layout());
@@ -160,6 +161,10 @@ absl::Status ParameterServerImpl::ValidatePush(int rank, int64_t step, const std
     }
     absl::Status valid = ValidatePayload("gradient", c, (*k)->info.length, /*bfloat16_allowed=*/true);
     if (!valid.ok()) return valid;
+    if (c.base_version && *c.base_version < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push of key ", KeyName(c.key), " names base version ", *c.base_version, "; want >= 0"));
+    }
     if (options_.job.mode == Mode::kSync) {
       absl::MutexLock lock(&(*k)->mu);
       if (absl::Status at_step = SyncAggregator::CheckStep(**k, rank, step); !at_step.ok()) return at_step;
@@ -213,18 +218,26 @@ absl::StatusOr<wire::PushOutcome> ParameterServerImpl::PushAsync(KeyState& k, in
                                                       " for key ", KeyName(k.info.key)));
   }
   k.last_pushed_step[rank] = step;
-  Apply(k, grad, StalenessScale(k, rank));
+  const int64_t staleness = CountStaleness(k, rank, grad);
+  Apply(k, grad, StalenessLrScale(staleness), staleness);
   return wire::PUSH_APPLIED;
 }
 
-double ParameterServerImpl::StalenessScale(const KeyState& k, int rank) {
-  const int64_t pulled = k.last_pulled_version[rank];
-  const int64_t staleness = pulled < 0 ? 0 : std::max<int64_t>(0, k.version - pulled);
+int64_t ParameterServerImpl::CountStaleness(const KeyState& k, int rank, const ChunkPayload& grad) {
+  const int64_t base = grad.base_version ? *grad.base_version : k.last_pulled_version[rank];
+  // A base ahead of the key (a server restored an older checkpoint) counts 0.
+  const int64_t staleness = base < 0 ? 0 : std::max<int64_t>(0, k.version - base);
   staleness_.Add(staleness);
-  if (options_.staleness_lr != StalenessLr::kInverse) return 1.0;
+  tensor_staleness_[k.info.key.tensor].Add(staleness);
+  return staleness;
+}
+
+double ParameterServerImpl::StalenessLrScale(int64_t staleness) const {
+  if (options_.staleness_lr == StalenessLr::kNone) return 1.0;
   // lr / (1 + staleness) in place of lr / N: with N workers pushing in turn a
   // push's staleness is about N - 1, so the two agree on average.
-  return static_cast<double>(PushesPerStep(options_)) / (1.0 + static_cast<double>(staleness));
+  const double inverse = static_cast<double>(PushesPerStep(options_)) / (1.0 + static_cast<double>(staleness));
+  return options_.staleness_lr == StalenessLr::kCapped ? std::min(1.0, inverse) : inverse;
 }
 
 void ParameterServerImpl::Apply(KeyState& k, const float* grad) {
@@ -234,7 +247,7 @@ void ParameterServerImpl::Apply(KeyState& k, const float* grad) {
         1.0);
 }
 
-void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad, double lr_scale) {
+void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad, double lr_scale, int64_t staleness) {
   const FlushDenormals flush;
   const absl::Time start = absl::Now();
   absl::InlinedVector<float*, 2> slots(k.slots.size());
@@ -249,9 +262,11 @@ void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad, double lr
   const absl::Time end = absl::Now();
   apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(end - start));
   if (options_.trace) {
+    TraceArgs args = {{"version", k.version.load()}, {"bytes", k.info.length * 4}};
+    if (staleness >= 0) args.push_back({"staleness", staleness});
     options_.trace->Async("apply", absl::StrCat("apply ", table_->map().layout().tensors[k.info.key.tensor].name, "/",
                                                k.info.key.chunk),
-                         start, end, {{"version", k.version.load()}, {"bytes", k.info.length * 4}});
+                         start, end, std::move(args));
   }
 }
 
@@ -386,6 +401,12 @@ ServerStats ParameterServerImpl::Stats() {
   s.awaiting_rewind = awaiting_rewind_;
   s.checkpoint_steps = checkpointer_.Steps();
   s.staleness = staleness_.Read();
+  if (initialized_) {
+    const Layout& layout = table_->map().layout();
+    for (size_t t = 0; t < layout.tensors.size(); ++t) {
+      s.staleness_by_tensor.emplace_back(layout.tensors[t].name, tensor_staleness_[t].Read());
+    }
+  }
   return s;
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -92,6 +93,9 @@ struct ServerStats {
   bool awaiting_rewind = false;
   std::vector<int64_t> checkpoint_steps;
   StalenessHistogram::Counts staleness;  // async and ssp pushes
+  // The same per tensor (the keys of one tensor are one key range), in
+  // layout order; empty before Init.
+  std::vector<std::pair<std::string, StalenessHistogram::Counts>> staleness_by_tensor;
 };
 
 class ParameterServer {

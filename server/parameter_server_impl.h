@@ -66,9 +66,14 @@ class ParameterServerImpl final : public ParameterServer {
   // Runs the optimizer over the key with `grad` (its learning rate times
   // `lr_scale`) and counts a version.
   void Apply(KeyState& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
-  void Apply(KeyState& k, const ChunkPayload& grad, double lr_scale) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
-  // Async and ssp: the push's staleness, counted; its factor on the learning rate.
-  double StalenessScale(const KeyState& k, int rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // `staleness` (-1: none, as in sync) goes to the trace.
+  void Apply(KeyState& k, const ChunkPayload& grad, double lr_scale, int64_t staleness = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // Async and ssp: the push's staleness (the key's version minus the push's
+  // base version, else minus the version its worker last pulled), counted.
+  int64_t CountStaleness(const KeyState& k, int rank, const ChunkPayload& grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // --staleness_lr's factor on a push's learning rate.
+  double StalenessLrScale(int64_t staleness) const;
   void LogStaleness();
   absl::StatusOr<wire::PushOutcome> PushAsync(KeyState& k, int rank, int64_t step, const ChunkPayload& grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
@@ -120,6 +125,8 @@ class ParameterServerImpl final : public ParameterServer {
 
   WorkerClocks clocks_;
   StalenessHistogram staleness_;
+  // Per tensor of the layout; made with table_ and, like it, only read after.
+  std::unique_ptr<StalenessHistogram[]> tensor_staleness_;
   // Tick's last staleness report: the counts then, and the step.
   StalenessHistogram::Counts staleness_reported_;
   int64_t staleness_reported_step_ = 0;

@@ -12,6 +12,8 @@
 #include "absl/strings/string_view.h"
 #include "common/key_partition.h"
 #include "common/wire_dtype.h"
+#include <optional>
+
 #include "proto/shardps.pb.h"
 #include "server/optimizer.h"
 
@@ -25,7 +27,16 @@ struct ChunkPayload {
   ChunkKey key;
   wire::DType dtype = wire::DTYPE_FLOAT32;
   PayloadPieces pieces;
+  // Pushes: the key's version the gradient was computed from (the version
+  // its pull answered); none when the worker did not say.
+  std::optional<int64_t> base_version;
 };
+
+// A pushed chunk's base_version, if it carries one.
+inline std::optional<int64_t> BaseVersionOf(const wire::Chunk& c) {
+  if (!c.has_base_version()) return std::nullopt;
+  return c.base_version();
+}
 
 inline int64_t PayloadBytes(const PayloadPieces& pieces) {
   int64_t n = 0;

@@ -21,7 +21,7 @@ std::vector<ChunkPayload> PayloadsOf(const google::protobuf::RepeatedPtrField<wi
   std::vector<ChunkPayload> out;
   out.reserve(chunks.size());
   for (const wire::Chunk& c : chunks) {
-    out.push_back(ChunkPayload{{c.key().tensor(), c.key().chunk()}, c.dtype(), {c.data()}});
+    out.push_back(ChunkPayload{{c.key().tensor(), c.key().chunk()}, c.dtype(), {c.data()}, BaseVersionOf(c)});
   }
   return out;
 }

@@ -45,7 +45,8 @@ class PushReactor final : public UnaryReactor {
     std::vector<ChunkPayload> payloads;
     payloads.reserve(req.chunks_size());
     for (const wire::Chunk& c : req.chunks()) {
-      payloads.push_back({{c.key().tensor(), c.key().chunk()}, c.dtype(), (*frame)->NextPieces(c.raw_bytes())});
+      payloads.push_back(
+          {{c.key().tensor(), c.key().chunk()}, c.dtype(), (*frame)->NextPieces(c.raw_bytes()), BaseVersionOf(c)});
     }
     absl::StatusOr<std::vector<wire::PushOutcome>> outcomes = core_->Push(req.session_id(), req.step(), payloads);
     if (!outcomes.ok()) return Reply(outcomes.status());

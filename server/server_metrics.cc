@@ -24,10 +24,12 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
   return prometheus::MetricFamily{name, help, type, {metric}};
 }
 
-// The staleness of async and ssp pushes as a Prometheus histogram.
-prometheus::MetricFamily StalenessFamily(const StalenessHistogram::Counts& c, const std::string& server) {
+// One histogram of push staleness (tensor empty: the server's).
+prometheus::ClientMetric StalenessMetric(const StalenessHistogram::Counts& c, const std::string& server,
+                                         const std::string& tensor) {
   prometheus::ClientMetric metric;
   metric.label.push_back({"server", server});
+  if (!tensor.empty()) metric.label.push_back({"tensor", tensor});
   metric.histogram.sample_count = static_cast<uint64_t>(c.count);
   metric.histogram.sample_sum = static_cast<double>(c.sum);
   uint64_t cumulative = 0;
@@ -37,10 +39,25 @@ prometheus::MetricFamily StalenessFamily(const StalenessHistogram::Counts& c, co
                                                                  : std::numeric_limits<double>::infinity();
     metric.histogram.bucket.push_back({cumulative, bound});
   }
-  return prometheus::MetricFamily{"shardps_push_staleness",
-                                  "Async and ssp pushes by staleness: updates of the key its worker had not pulled.",
-                                  prometheus::MetricType::Histogram,
-                                  {metric}};
+  return metric;
+}
+
+// The staleness of async and ssp pushes as Prometheus histograms: the
+// server's, and one per tensor (a key range).
+std::vector<prometheus::MetricFamily> StalenessFamilies(const ServerStats& s, const std::string& server) {
+  prometheus::MetricFamily by_tensor{"shardps_push_staleness_by_tensor",
+                                     "shardps_push_staleness for the keys of one tensor.",
+                                     prometheus::MetricType::Histogram,
+                                     {}};
+  for (const auto& [tensor, counts] : s.staleness_by_tensor) {
+    by_tensor.metric.push_back(StalenessMetric(counts, server, tensor));
+  }
+  return {prometheus::MetricFamily{"shardps_push_staleness",
+                                   "Async and ssp pushes by staleness: updates of the key applied since the "
+                                   "version the push was computed from.",
+                                   prometheus::MetricType::Histogram,
+                                   {StalenessMetric(s.staleness, server, "")}},
+          std::move(by_tensor)};
 }
 
 class StatsCollectable final : public prometheus::Collectable {
@@ -51,7 +68,7 @@ class StatsCollectable final : public prometheus::Collectable {
     const ServerStats s = core_->Stats();
     const std::string id = absl::StrCat(core_->server_id());
     using T = prometheus::MetricType;
-    return {
+    std::vector<prometheus::MetricFamily> families = {
         Family("shardps_pushes_total", "Push requests served.", T::Counter, s.pushes, id),
         Family("shardps_pulls_total", "Pull requests answered.", T::Counter, s.pulls, id),
         Family("shardps_pushed_bytes_total", "Gradient bytes accepted.", T::Counter, s.bytes_pushed, id),
@@ -74,8 +91,9 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_heartbeats_total", "Heartbeats answered.", T::Counter, s.heartbeats, id),
         Family("shardps_heap_bytes", "Bytes malloc has handed out and not had back (memory in use).", T::Gauge,
                static_cast<double>(HeapBytesInUse()), id),
-        StalenessFamily(s.staleness, id),
     };
+    for (prometheus::MetricFamily& f : StalenessFamilies(s, id)) families.push_back(std::move(f));
+    return families;
   }
 
  private:

@@ -23,6 +23,17 @@ int64_t StalenessHistogram::Counts::Quantile(double fraction) const {
   return -1;
 }
 
+std::string StalenessHistogram::Counts::BucketWords() const {
+  std::string words;
+  for (size_t b = 0; b < per_bucket.size(); ++b) {
+    if (per_bucket[b] == 0) continue;
+    if (!words.empty()) words += ' ';
+    words += b < kBounds.size() ? std::to_string(kBounds[b]) : std::string("inf");
+    words += ':' + std::to_string(per_bucket[b]);
+  }
+  return words;
+}
+
 StalenessHistogram::Counts StalenessHistogram::Counts::Minus(const Counts& earlier) const {
   Counts d;
   for (size_t b = 0; b < per_bucket.size(); ++b) d.per_bucket[b] = per_bucket[b] - earlier.per_bucket[b];

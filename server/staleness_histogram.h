@@ -1,9 +1,9 @@
 // Async and ssp: how stale the pushes a server applies are. A push's
 // staleness is its key's version when it arrives minus the version its
 // worker last pulled of that key: the updates the worker did not see.
-// Counts them in buckets (0..7 one by one, then powers of two up to 1024,
-// then everything above), for the Prometheus histogram and the server's
-// periodic log line.
+// Counts them in buckets (0..16 one by one, then 24, 32, 48, 64, 96, 128,
+// 256, 512, 1024, then everything above), for the Prometheus histogram and
+// the server's log lines.
 //
 // Thread-safe.
 #ifndef SHARDPS_SERVER_STALENESS_HISTOGRAM_H_
@@ -20,7 +20,8 @@ namespace shardps {
 class StalenessHistogram {
  public:
   // Upper bounds (inclusive) of the buckets; the last bucket has none.
-  static constexpr std::array<int64_t, 15> kBounds = {0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 1024};
+  static constexpr std::array<int64_t, 26> kBounds = {0,  1,  2,  3,  4,  5,  6,  7,  8,   9,   10,  11,  12,
+                                                      13, 14, 15, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024};
 
   struct Counts {
     std::vector<int64_t> per_bucket = std::vector<int64_t>(kBounds.size() + 1, 0);
@@ -31,6 +32,10 @@ class StalenessHistogram {
     // at or below (a bucket's bound; -1 for the unbounded bucket, 0 if empty).
     int64_t Quantile(double fraction) const;
     Counts Minus(const Counts& earlier) const;
+    // The non-empty buckets as "bound:count" words, the unbounded one as
+    // "inf:count" (the servers' last log line; bench/time_to_accuracy adds
+    // them up over servers).
+    std::string BucketWords() const;
   };
 
   void Add(int64_t staleness) {

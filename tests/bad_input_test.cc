@@ -125,6 +125,18 @@ TEST_CASE_METHOD(BadInputFixture, "payload of the wrong size: INVALID_ARGUMENT",
   REQUIRE(StillServing());
 }
 
+TEST_CASE_METHOD(BadInputFixture, "a negative base version: INVALID_ARGUMENT naming it, nothing applied",
+                 "[bad_input]") {
+  wire::PushRequest req = GoodPush();
+  req.mutable_chunks(0)->set_base_version(-3);
+  const int64_t before = Refused();
+  Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT, "names base version -3; want >= 0");
+  REQUIRE(Refused() == before + 1);
+  req.mutable_chunks(0)->set_base_version(0);  // the same push, well formed: still step 0's
+  REQUIRE(Push(req).ok());
+  REQUIRE(StillServing());
+}
+
 TEST_CASE_METHOD(BadInputFixture, "payload of the wrong type: INVALID_ARGUMENT", "[bad_input]") {
   const int64_t before = Refused();
   for (wire::DType dtype : {wire::DTYPE_FLOAT16, wire::DTYPE_UNSPECIFIED, static_cast<wire::DType>(42)}) {
