@@ -40,6 +40,13 @@ absl::Status ValidateOptimizerOptions(const OptimizerOptions& o) {
   if (o.schedule.step_size < 1) return bad("lr_step_size", o.schedule.step_size, ">= 1");
   if (o.schedule.total_steps < 1) return bad("lr_total_steps", o.schedule.total_steps, ">= 1");
   if (o.pushes_per_step < 1) return bad("pushes_per_step", o.pushes_per_step, ">= 1");
+  if (!(o.lookahead_updates >= 0) || !std::isfinite(o.lookahead_updates)) {
+    return bad("momentum_lookahead", o.lookahead_updates, ">= 0 (updates)");
+  }
+  if (o.lookahead_updates > 0 && (o.kind != OptimizerKind::kSgd || o.momentum == 0 || o.nesterov)) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum_lookahead is ", o.lookahead_updates,
+                                                   "; it needs sgd with momentum > 0 and without nesterov"));
+  }
   return absl::OkStatus();
 }
 
@@ -57,13 +64,22 @@ namespace {
 // The per-update decay of a per-step decay `beta` when a step is n updates.
 double PerUpdate(double beta, int n) { return std::pow(beta, 1.0 / n); }
 
+// mu + mu^2 + ... + mu^updates (for whole or fractional updates): how far,
+// in units of lr * v, the momentum alone carries the weights in that many
+// updates.
+double MomentumReach(double mu, double updates) {
+  if (updates <= 0 || mu <= 0) return 0;
+  return mu * (1 - std::pow(mu, updates)) / (1 - mu);
+}
+
 class Sgd final : public Optimizer {
  public:
   explicit Sgd(const OptimizerOptions& o)
       : o_(o),
         mu_(static_cast<float>(PerUpdate(o.momentum, o.pushes_per_step))),
         // The gradient's weight in the buffer: 1 with one update per step.
-        weight_(static_cast<float>(o.momentum > 0 ? (1.0 - mu_) / (1.0 - o.momentum) : 1.0)) {}
+        weight_(static_cast<float>(o.momentum > 0 ? (1.0 - mu_) / (1.0 - o.momentum) : 1.0)),
+        reach_(static_cast<float>(MomentumReach(mu_, o.lookahead_updates))) {}
   int NumSlots() const override { return o_.momentum > 0 ? 1 : 0; }
 
   void Apply(const UpdateStep& at, int64_t n, const UnalignedFloat* __restrict grad, const float* from, float* to,
@@ -77,6 +93,7 @@ class Sgd final : public Optimizer {
     const float mu = mu_, w = weight_;
     float* __restrict v = slots[0];
     // PyTorch starts the buffer at the first gradient: with v = 0 that is mu*0 + g.
+    if (reach_ > 0) return ApplyLookahead(lr, wd, n, grad, from, to, v);
     if (o_.nesterov) {
       for (int64_t i = 0; i < n; ++i) {
         const float g = w * (grad[i] + wd * from[i]);
@@ -93,8 +110,20 @@ class Sgd final : public Optimizer {
   }
 
  private:
+  // The update in the served (lookahead) weights' terms (server/optimizer.h).
+  void ApplyLookahead(float lr, float wd, int64_t n, const UnalignedFloat* __restrict grad, const float* from,
+                      float* to, float* __restrict v) const {
+    const float mu = mu_, w = weight_, back = lr * reach_, ahead = lr * (1 + reach_);
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = grad[i] + wd * from[i];
+      const float before = v[i];
+      v[i] = mu * before + w * g;
+      to[i] = from[i] + back * before - ahead * v[i];
+    }
+  }
+
   const OptimizerOptions o_;
-  const float mu_, weight_;
+  const float mu_, weight_, reach_;
 };
 
 class Adam final : public Optimizer {

@@ -13,6 +13,16 @@
 // and its memory in steps match a sync step's; Adam's moments decay by
 // beta^(1/N) per update, and its bias correction counts updates with those
 // decays (1 - beta^(updates / N)); AdaGrad adds gradient^2 / N per update.
+//
+// Momentum lookahead (SGD with momentum, async and ssp; lookahead_updates =
+// L > 0): the weights the server keeps and serves are not the momentum's
+// current point w but where its momentum alone will have carried w after L
+// more updates, u = w - lr * s * v with s = mu + mu^2 + ... + mu^L (mu the
+// per-update decay). A push computed on weights L updates old is then a
+// gradient at about the weights it is applied to (DANA, Hakimi et al.
+// 2019). Kept in u's terms, one update is
+//   v' = mu * v + weight * g;   u' = u + lr * s * v - lr * (1 + s) * v'
+// (g the gradient with weight decay on u). L = 0 is plain momentum.
 #ifndef SHARDPS_SERVER_OPTIMIZER_H_
 #define SHARDPS_SERVER_OPTIMIZER_H_
 
@@ -47,6 +57,7 @@ struct OptimizerOptions {
   double epsilon = 1e-8;      // Adam, AdamW, AdaGrad.
   LrSchedule schedule;        // in steps
   int pushes_per_step = 1;    // updates that make one step (see the file comment).
+  double lookahead_updates = 0;  // SGD with momentum, not Nesterov (see the file comment).
 };
 
 // Where an update stands.

@@ -13,6 +13,14 @@
 namespace shardps {
 namespace {
 
+// The optimizer's options with the job's updates per step (server/optimizer.h).
+OptimizerOptions PerUpdate(const ServerOptions& o) {
+  OptimizerOptions opt = o.optimizer;
+  opt.pushes_per_step = PushesPerStep(o);
+  opt.lookahead_updates = LookaheadUpdates(o);
+  return opt;
+}
+
 absl::Status ValidateOptions(const ServerOptions& o) {
   const JobView& j = o.job;
   auto bad = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
@@ -27,14 +35,10 @@ absl::Status ValidateOptions(const ServerOptions& o) {
   }
   if (o.worker_timeout <= absl::ZeroDuration()) return bad("worker_timeout must be positive");
   if (o.checkpoint_every_steps < 0) return bad("checkpoint_every_steps must be >= 0");
-  return ValidateOptimizerOptions(o.optimizer);
-}
-
-// The optimizer's options with the job's updates per step (server/optimizer.h).
-OptimizerOptions PerUpdate(const ServerOptions& o) {
-  OptimizerOptions opt = o.optimizer;
-  opt.pushes_per_step = PushesPerStep(o);
-  return opt;
+  if (j.mode == Mode::kSync && o.momentum_lookahead > 0) {
+    return bad("momentum_lookahead is ", o.momentum_lookahead, "; sync has no stale pushes to lead (want auto or none)");
+  }
+  return ValidateOptimizerOptions(PerUpdate(o));
 }
 
 uint64_t NewIncarnation() {
@@ -201,6 +205,12 @@ absl::Status ParameterServerImpl::Restore() {
 
 void ParameterServerImpl::Shutdown() {
   if (shut_down_.exchange(true)) return;
+  if (options_.job.mode != Mode::kSync) {
+    const StalenessHistogram::Counts all = staleness_.Read();
+    spdlog::info("staleness of all {} pushes: mean {:.2f}, median <= {}, 99% <= {}, largest {}; buckets {}", all.count,
+                 all.count > 0 ? static_cast<double>(all.sum) / all.count : 0.0, all.Quantile(0.5),
+                 all.Quantile(0.99), all.max, all.BucketWords());
+  }
   for (PendingPull& p : waiters_.TakeAll()) p.done(absl::UnavailableError("server is shutting down"));
   if (!checkpointer_.enabled() || !options_.checkpoint_on_shutdown || !initialized_ || awaiting_rewind_) return;
   absl::ReaderMutexLock state(&rewind_mu_);
@@ -224,6 +234,11 @@ absl::StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(const S
   }
   auto server = std::make_unique<ParameterServerImpl>(options, clock, std::move(store));
   if (absl::Status restored = server->Restore(); !restored.ok()) return restored;
+  if (options.job.mode != Mode::kSync) {
+    spdlog::info("stale pushes: a push is 1/{} of a step; --staleness_lr={}; the served weights lead the momentum "
+                 "by {:g} updates (--momentum_lookahead)",
+                 PushesPerStep(options), StalenessLrName(options.staleness_lr), LookaheadUpdates(options));
+  }
   return server;
 }
 

@@ -29,9 +29,15 @@ ABSL_FLAG(std::string, async_lr_scaling, "workers",
           "async and ssp: workers (a push is 1/num_workers of a step: lr/N, the schedule once per N pushes, "
           "optimizer state kept per step; the same flags then mean the same in every mode) or none (every push "
           "is a whole step).");
-ABSL_FLAG(std::string, staleness_lr, "none",
-          "async and ssp: none, or inverse (a push's learning rate is lr / (1 + its staleness), the updates of "
-          "the key its worker had not pulled, in place of lr / num_workers).");
+ABSL_FLAG(std::string, staleness_lr, "capped",
+          "async and ssp: none; inverse (a push's learning rate is lr / (1 + its staleness), the updates of the "
+          "key since the version the push was computed from, in place of lr / num_workers); or capped (lr / "
+          "num_workers times min(1, num_workers / (1 + staleness)): only pushes staler than a round of the other "
+          "workers are damped).");
+ABSL_FLAG(std::string, momentum_lookahead, "auto",
+          "async and ssp, sgd with momentum: the served weights lead the momentum by this many updates, so a push "
+          "computed on older weights fits the weights it is applied to; auto: 2 x (num_workers - 1) there (none "
+          "in sync, with nesterov, or without momentum); none: 0.");
 ABSL_FLAG(int64_t, staleness_log_every, 1000, "async and ssp: steps between staleness log lines (0: none).");
 ABSL_FLAG(double, lr, 0.1, "Base learning rate.");
 ABSL_FLAG(double, momentum, 0.0, "SGD momentum in [0, 1).");
@@ -103,6 +109,9 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   absl::StatusOr<StalenessLr> staleness_lr = ParseStalenessLr(absl::GetFlag(FLAGS_staleness_lr));
   if (!staleness_lr.ok()) return staleness_lr.status();
   o.staleness_lr = *staleness_lr;
+  absl::StatusOr<double> lookahead = ParseMomentumLookahead(absl::GetFlag(FLAGS_momentum_lookahead));
+  if (!lookahead.ok()) return lookahead.status();
+  o.momentum_lookahead = *lookahead;
   o.staleness_log_every = absl::GetFlag(FLAGS_staleness_log_every);
   o.optimizer.lr = absl::GetFlag(FLAGS_lr);
   o.optimizer.momentum = absl::GetFlag(FLAGS_momentum);

@@ -25,10 +25,27 @@ enum class StalenessLr {
   // lr / (1 + staleness), as in staleness-aware ASGD, in place of
   // --async_lr_scaling's lr / N (the two agree when N workers push in turn).
   kInverse,
+  // lr / N times min(1, N / (1 + staleness)): a push staler than the N - 1
+  // updates one round of the other workers brings is damped as kInverse
+  // would; a fresher one keeps lr / N.
+  kCapped,
 };
 
+// async and ssp, SGD with momentum: how many updates ahead the served
+// weights lead the momentum's point (server/optimizer.h, "Momentum
+// lookahead"). kAutoLookahead: the mode's default, LookaheadUpdates().
+inline constexpr double kAutoLookahead = -1;
+// The default lookahead per other worker: each of the N - 1 others pushes
+// about once between a worker's pull and its push; leading by twice that
+// was measured best (mlp, N = 8: 1x, 1.5x and 2x reached 0.8832, 0.8836 and
+// 0.8843; docs/consistency.md).
+inline constexpr double kLookaheadPerOtherWorker = 2.0;
+
 absl::StatusOr<AsyncLrScaling> ParseAsyncLrScaling(const std::string& text);  // "workers", "none"
-absl::StatusOr<StalenessLr> ParseStalenessLr(const std::string& text);        // "none", "inverse"
+absl::StatusOr<StalenessLr> ParseStalenessLr(const std::string& text);  // "none", "inverse", "capped"
+std::string StalenessLrName(StalenessLr rule);
+// "auto" (kAutoLookahead), "none" (0) or a number of updates >= 0.
+absl::StatusOr<double> ParseMomentumLookahead(const std::string& text);
 
 struct ServerOptions {
   int server_id = 0;
@@ -36,7 +53,8 @@ struct ServerOptions {
   OptimizerOptions optimizer;
 
   AsyncLrScaling async_lr_scaling = AsyncLrScaling::kWorkers;
-  StalenessLr staleness_lr = StalenessLr::kNone;
+  StalenessLr staleness_lr = StalenessLr::kCapped;
+  double momentum_lookahead = kAutoLookahead;  // updates, or kAutoLookahead
   int64_t staleness_log_every = 1000;  // steps between staleness log lines (async, ssp); 0: none
 
   absl::Duration worker_timeout = absl::Seconds(30);
@@ -60,6 +78,11 @@ struct ServerOptions {
 // (server/optimizer.h): num_workers in async and ssp with
 // --async_lr_scaling=workers, else 1.
 int PushesPerStep(const ServerOptions& options);
+
+// The lookahead the optimizer runs with: momentum_lookahead when set; auto
+// gives kLookaheadPerOtherWorker * (num_workers - 1) in async and ssp with
+// SGD, momentum > 0 and no Nesterov, else 0 (sync always 0).
+double LookaheadUpdates(const ServerOptions& options);
 
 }  // namespace shardps
 

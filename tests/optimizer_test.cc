@@ -205,3 +205,61 @@ TEST_CASE("optimizer options out of range are refused", "[optimizer]") {
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Momentum lookahead (server/optimizer.h): the served weights are
+// u = w - lr * s * v. With momentum 0.5 per update and L = 2, s = 0.5 + 0.25:
+// every value below is exact in float.
+TEST_CASE("momentum lookahead serves where the momentum leads, exactly", "[optimizer][lookahead]") {
+  OptimizerOptions o;
+  o.lr = 1.0;
+  o.momentum = 0.5;
+  o.lookahead_updates = 2;
+  // v = 2, 3, 1.5; plain momentum's w = -2, -5, -6.5; u = w - 0.75 v.
+  const std::vector<double> u = Run(o, 0.0, {2, 2, 0});
+  REQUIRE(u[0] == -2.0 - 0.75 * 2);
+  REQUIRE(u[1] == -5.0 - 0.75 * 3);
+  REQUIRE(u[2] == -6.5 - 0.75 * 1.5);
+  // L = 0 is plain momentum, bit for bit.
+  o.lookahead_updates = 0;
+  REQUIRE(Run(o, 0.0, {2, 2, 0}) == std::vector<double>{-2.0, -5.0, -6.5});
+}
+
+TEST_CASE("momentum lookahead: a fractional L and N updates a step", "[optimizer][lookahead]") {
+  OptimizerOptions o;
+  o.lr = 0.4;
+  o.momentum = 0.81;
+  o.pushes_per_step = 2;  // per update: decay 0.9, gradient weight 0.1 / 0.19, lr 0.2
+  o.lookahead_updates = 1.5;
+  const double mu = 0.9, weight = 0.1 / 0.19, lr = 0.2;
+  const double s = mu * (1 - std::pow(mu, 1.5)) / (1 - mu);
+  double w = 1, v = 0;
+  const std::vector<float> grads = {1, -2, 0.5f};
+  const std::vector<double> got = Run(o, 1.0, grads);
+  for (size_t t = 0; t < grads.size(); ++t) {
+    v = mu * v + weight * grads[t];
+    w -= lr * v;
+    REQUIRE_THAT(got[t], WithinAbs(w - lr * s * v, 1e-6));
+  }
+}
+
+TEST_CASE("momentum lookahead is refused where it has no momentum to follow", "[optimizer][lookahead]") {
+  OptimizerOptions o;
+  o.lookahead_updates = 3;
+  REQUIRE(ValidateOptimizerOptions(o).code() == absl::StatusCode::kInvalidArgument);  // momentum 0
+  o.momentum = 0.9;
+  REQUIRE(ValidateOptimizerOptions(o).ok());
+  o.nesterov = true;
+  REQUIRE(ValidateOptimizerOptions(o).code() == absl::StatusCode::kInvalidArgument);
+  o.nesterov = false;
+  o.kind = OptimizerKind::kAdam;
+  REQUIRE(ValidateOptimizerOptions(o).code() == absl::StatusCode::kInvalidArgument);
+  o.kind = OptimizerKind::kSgd;
+  o.lookahead_updates = -1;
+  REQUIRE(ValidateOptimizerOptions(o).message().find("momentum_lookahead") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardps
