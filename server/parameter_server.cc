@@ -236,8 +236,10 @@ double ParameterServerImpl::StalenessLrScale(int64_t staleness) const {
   if (options_.staleness_lr == StalenessLr::kNone) return 1.0;
   // lr / (1 + staleness) in place of lr / N: with N workers pushing in turn a
   // push's staleness is about N - 1, so the two agree on average.
-  const double inverse = static_cast<double>(PushesPerStep(options_)) / (1.0 + static_cast<double>(staleness));
-  return options_.staleness_lr == StalenessLr::kCapped ? std::min(1.0, inverse) : inverse;
+  const double stale = 1.0 + static_cast<double>(staleness);
+  if (options_.staleness_lr == StalenessLr::kInverse) return static_cast<double>(PushesPerStep(options_)) / stale;
+  // capped: damped only beyond a round of the other workers, whatever a push's lr is.
+  return std::min(1.0, static_cast<double>(options_.job.num_workers) / stale);
 }
 
 void ParameterServerImpl::Apply(KeyState& k, const float* grad) {

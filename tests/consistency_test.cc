@@ -91,6 +91,7 @@ TEST_CASE("async: concurrent pushes are all applied; the version counts them", "
   ServerOptions o = SyncOptions(2, kWorkers);
   o.job.mode = Mode::kAsync;
   o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
   TestCluster cluster(o);
   std::vector<std::unique_ptr<PsClient>> workers;
   for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
@@ -119,6 +120,7 @@ TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write
   ServerOptions o = SyncOptions(1, 2);
   o.job.mode = Mode::kAsync;
   o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
   TestCluster cluster(o);
   auto worker = cluster.Worker(0);
   REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
@@ -178,6 +180,8 @@ TEST_CASE("ssp: a pull waits for the slowest worker within the staleness bound",
       ServerOptions o = SyncOptions(2, 2);
       o.job.mode = Mode::kSsp;
       o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+      o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
+  o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
       o.job.staleness = staleness;
       TestCluster cluster(o);
       auto fast = cluster.Worker(0);
@@ -248,6 +252,7 @@ TEST_CASE("async: a pull ahead holds the worker's own push; with async_prefetch,
   ServerOptions o = AsyncOptions(2);
   o.job.num_servers = 2;
   o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
   TestCluster cluster(o);
   auto reads_own = cluster.Worker(0), fetches_early = PrefetchingWorker(cluster, 1);
   REQUIRE(reads_own->Init(Zeros(SmallLayout())).ok());
@@ -273,6 +278,7 @@ TEST_CASE("async: with pull_with_push a pull ahead holds the worker's own push t
   ServerOptions o = AsyncOptions(1);
   o.job.num_servers = 2;
   o.async_lr_scaling = AsyncLrScaling::kNone;
+  o.staleness_lr = StalenessLr::kNone;
   TestCluster cluster(o);
   ClientOptions options = cluster.ClientFor(0);
   options.pull_with_push = true;
@@ -295,6 +301,7 @@ TEST_CASE("ssp with async_prefetch: the prefetch waits for the staleness bound",
   ServerOptions o = SyncOptions(2, 2);
   o.job.mode = Mode::kSsp;
   o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
   SECTION("staleness 0: the prefetched weights hold every push of the step, its own too") {
     o.job.staleness = 0;
     TestCluster cluster(o);
@@ -343,6 +350,7 @@ TEST_CASE("async: a push is 1/N of a step: with N = 4 it applies lr/4", "[async]
 TEST_CASE("async: --async_lr_scaling=none applies the whole lr to every push", "[async][lr]") {
   ServerOptions o = AsyncOptions(4);
   o.async_lr_scaling = AsyncLrScaling::kNone;
+  o.staleness_lr = StalenessLr::kNone;
   TestCluster cluster(o);
   auto w = cluster.Worker(0);
   REQUIRE(w->Init(Zeros(SmallLayout())).ok());
