@@ -11,64 +11,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/c_api_internal.h"
 #include "client/client_config.h"
 #include "client/ps_client.h"
 
 namespace shardps {
 namespace {
-
-thread_local std::string last_error;
-thread_local int last_code = 0;
-
-struct Client {
-  Layout layout;
-  absl::flat_hash_map<std::string, int> index;
-  std::unique_ptr<PsClient> client;
-};
-
-struct Call {
-  absl::Notification done;
-  absl::Status status;
-  PsClient::Done Callback() {
-    return [this](absl::Status s) {
-      status = std::move(s);
-      done.Notify();
-    };
-  }
-};
-
-int Result(const absl::Status& s) {
-  if (s.ok()) {
-    last_error.clear();
-    last_code = 0;
-    return SHARDPS_OK;
-  }
-  last_error = std::string(s.message());
-  last_code = static_cast<int>(s.code());
-  return IsRejoin(s) ? SHARDPS_REJOIN : SHARDPS_ERROR;
-}
-
-// Runs `f` (returning absl::Status) and turns its outcome, or an exception,
-// into the API's result.
-template <typename F>
-int Guard(F f) {
-  try {
-    return Result(f());
-  } catch (const std::exception& e) {
-    return Result(absl::InternalError(absl::StrCat("ShardPS C API: ", e.what())));
-  } catch (...) {
-    return Result(absl::InternalError("ShardPS C API: unknown exception"));
-  }
-}
-
-absl::Status NullArgument(const char* what) {
-  return absl::InvalidArgumentError(absl::StrCat(what, " is null"));
-}
-
-absl::StatusOr<Client*> ClientOf(ShardpsClientHandle h) {
-  if (h == nullptr) return NullArgument("the client handle");
-  return static_cast<Client*>(h);
-}
 
 absl::StatusOr<Layout> LayoutFrom(int n, const char* const* names, const int* ndims, const int64_t* dims) {
   if (n <= 0) return absl::InvalidArgumentError(absl::StrCat("a layout of ", n, " tensors"));
@@ -88,6 +36,29 @@ absl::StatusOr<Layout> LayoutFrom(int n, const char* const* names, const int* nd
   return layout;
 }
 
+absl::Status AddTables(int n, const ShardpsTable* tables, Layout& layout) {
+  if (n < 0 || (n > 0 && tables == nullptr)) return NullArgument("the tables");
+  for (int i = 0; i < n; ++i) {
+    const ShardpsTable& t = tables[i];
+    if (t.name == nullptr) return NullArgument(absl::StrCat("table ", i, "'s name").c_str());
+    TableSpec spec;
+    spec.name = t.name;
+    spec.dim = t.dim;
+    spec.vocab = t.vocab;
+    spec.init_scale = t.init_scale;
+    spec.lr = t.lr;
+    spec.seed = t.seed;
+    absl::StatusOr<RowOptimizerKind> kind = ParseRowOptimizer(t.optimizer == nullptr ? "" : t.optimizer);
+    if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat("table '", t.name, "': ", kind.status().message()));
+    spec.optimizer = *kind;
+    if (absl::Status s = CheckTableSpec(spec); !s.ok()) return s;
+    layout.tables.push_back(std::move(spec));
+  }
+  // The same checks as a server's (names, repeats), before anything connects.
+  absl::StatusOr<Layout> checked = LayoutFromProto(LayoutToProto(layout));
+  return checked.status();
+}
+
 template <typename Tensor, typename Value>
 absl::StatusOr<std::vector<Tensor>> TensorsOf(const Client& c, int n, const int* tensors, Value* const* values) {
   if (n <= 0) return absl::InvalidArgumentError(absl::StrCat("a transfer of ", n, " tensors"));
@@ -104,10 +75,6 @@ absl::StatusOr<std::vector<Tensor>> TensorsOf(const Client& c, int n, const int*
   return out;
 }
 
-absl::Status Wait(Call& call) {
-  call.done.WaitForNotification();
-  return call.status;
-}
 
 }  // namespace
 }  // namespace shardps
@@ -130,12 +97,20 @@ int ShardpsVersion(int* major, int* minor) {
 
 int ShardpsClientCreate(const char* config, int num_tensors, const char* const* names, const int* ndims,
                         const int64_t* dims, ShardpsClientHandle* out) {
+  return ShardpsClientCreateWithTables(config, num_tensors, names, ndims, dims, 0, nullptr, out);
+}
+
+int ShardpsClientCreateWithTables(const char* config, int num_tensors, const char* const* names, const int* ndims,
+                                  const int64_t* dims, int num_tables, const ShardpsTable* tables,
+                                  ShardpsClientHandle* out) {
   return Guard([&]() -> absl::Status {
     if (config == nullptr || out == nullptr) return shardps::NullArgument("the config or the output handle");
     absl::StatusOr<shardps::ClientOptions> options = shardps::ClientOptionsFromText(config);
     if (!options.ok()) return options.status();
     absl::StatusOr<shardps::Layout> layout = shardps::LayoutFrom(num_tensors, names, ndims, dims);
     if (!layout.ok()) return layout.status();
+    absl::Status tables_ok = shardps::AddTables(num_tables, tables, *layout);
+    if (!tables_ok.ok()) return tables_ok;
     auto c = std::make_unique<Client>();
     c->layout = *layout;
     for (size_t t = 0; t < c->layout.tensors.size(); ++t) {

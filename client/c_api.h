@@ -56,6 +56,28 @@ SHARDPS_DLL int ShardpsVersion(int* major, int* minor);
  * The layout must be the same on every worker (its hash is checked). */
 SHARDPS_DLL int ShardpsClientCreate(const char* config, int num_tensors, const char* const* names,
                                     const int* ndims, const int64_t* dims, ShardpsClientHandle* out);
+/* A sparse table of the layout (DESIGN.md, "Sparse tables"): rows of `dim`
+ * floats named by int64 ids, created on first touch, uniform in
+ * [-init_scale, init_scale] as a function of (name, id, seed) only.
+ * `vocab` 0 allows any id; otherwise ids are in [0, vocab). `optimizer` is
+ * "sgd", "adagrad", "rowwise_adagrad" or "lazy_adam", with learning rate
+ * `lr`; the servers run it. */
+typedef struct {
+  const char* name;
+  int32_t dim;
+  int64_t vocab;
+  float init_scale;
+  const char* optimizer;
+  float lr;
+  uint64_t seed;
+} ShardpsTable;
+
+/* ShardpsClientCreate with `num_tables` sparse tables beside the tensors;
+ * table i is named by its index i in the row calls below. */
+SHARDPS_DLL int ShardpsClientCreateWithTables(const char* config, int num_tensors, const char* const* names,
+                                              const int* ndims, const int64_t* dims, int num_tables,
+                                              const ShardpsTable* tables, ShardpsClientHandle* out);
+
 /* Shuts down (calls in flight finish with an error) and frees the client. */
 SHARDPS_DLL int ShardpsClientFree(ShardpsClientHandle client);
 
@@ -95,6 +117,21 @@ SHARDPS_DLL int ShardpsCallWait(ShardpsCallHandle call, double timeout_seconds, 
 /* Frees a call; waits for it first if it has not completed (its buffers
  * are borrowed until then). */
 SHARDPS_DLL int ShardpsCallFree(ShardpsCallHandle call);
+
+/* Rows of sparse table `table` by id: `n` int64 ids, and n * dim floats of
+ * gradients or of pulled rows (row i for ids[i]; a repeated id's gradients
+ * are summed before they leave, its row copied to each place it appears).
+ * Pushes go to the servers that hold each id, one request per server (sync:
+ * to every server, so that the step completes everywhere); pulls of step t
+ * wait as ShardpsPull does. */
+SHARDPS_DLL int ShardpsPushRows(ShardpsClientHandle client, int64_t step, int table, int64_t n,
+                                const int64_t* ids, const float* grads);
+SHARDPS_DLL int ShardpsPullRows(ShardpsClientHandle client, int64_t step, int table, int64_t n,
+                                const int64_t* ids, float* rows);
+SHARDPS_DLL int ShardpsPushRowsAsync(ShardpsClientHandle client, int64_t step, int table, int64_t n,
+                                     const int64_t* ids, const float* grads, ShardpsCallHandle* call);
+SHARDPS_DLL int ShardpsPullRowsAsync(ShardpsClientHandle client, int64_t step, int table, int64_t n,
+                                     const int64_t* ids, float* rows, ShardpsCallHandle* call);
 
 /* The client's counters: retries, registrations, rewinds it sent. */
 SHARDPS_DLL int ShardpsClientStats(ShardpsClientHandle client, int64_t* retries, int64_t* registrations,

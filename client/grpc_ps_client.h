@@ -67,6 +67,9 @@ class GrpcPsClient final : public PsClient {
   void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) override;
   void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
                     Done pulled) override;
+  void PushRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, const float* grads,
+                     Done done) override;
+  void PullRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows, Done done) override;
   void Shutdown() override;
   ClientStats Stats() const override;
 
@@ -108,7 +111,11 @@ class GrpcPsClient final : public PsClient {
   // Records a request's time in line and in flight on the trace.
   void TraceTransfer(const char* what, int server, uint32_t first_tensor, int64_t step, int64_t bytes,
                      absl::Time queued, absl::Time sent) const;
-  void HeartbeatLoop(absl::Time start);  // heartbeats due from `start` on
+  void HeartbeatLoop(absl::Time start);
+  // The dim of `table`, or INVALID_ARGUMENT naming the layout's tables.
+  absl::StatusOr<int> TableDim(uint32_t table) const;
+  // Sends one PushRows request to server `s`.
+  void SendRows(int s, std::shared_ptr<wire::PushRowsRequest> req, std::shared_ptr<Fanout> fanout);  // heartbeats due from `start` on
 
   const ClientOptions options_;
   RealClock real_clock_;

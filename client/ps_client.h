@@ -150,6 +150,20 @@ class PsClient {
   virtual void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
                             Done pulled) = 0;
 
+  // Sparse tables (DESIGN.md, "Sparse tables"): `n` ids of table `table`
+  // (the layout's index) with a row of its dim each, borrowed until `done`.
+  // Repeated ids are pushed once, their gradients summed, and each server
+  // gets one request with the ids it holds (sync: every server, with no ids
+  // where none is held, so that the step completes there). A server's part
+  // over max_message_bytes is refused in sync (RESOURCE_EXHAUSTED) and split
+  // in async and ssp.
+  virtual void PushRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, const float* grads,
+                             Done done) = 0;
+  // Pulls the rows of `ids` for `step` into rows[i * dim] (a repeated id's
+  // row wherever it appears), waiting as PullAsync does.
+  virtual void PullRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows,
+                             Done done) = 0;
+
   // Finishes or cancels every call in flight and runs each callback exactly
   // once (cancelled calls get CANCELLED); later calls fail CANCELLED at
   // once. Idempotent; blocks until every callback has run.
@@ -160,6 +174,8 @@ class PsClient {
   // Blocking forms.
   absl::Status Push(int64_t step, std::vector<TensorIn> tensors);
   absl::Status Pull(int64_t step, std::vector<TensorOut> tensors);
+  absl::Status PushRows(int64_t step, uint32_t table, const int64_t* ids, size_t n, const float* grads);
+  absl::Status PullRows(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows);
 };
 
 }  // namespace shardps

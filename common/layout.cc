@@ -1,5 +1,6 @@
 #include "common/layout.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,17 @@ uint64_t LayoutHash(const Layout& layout) {
     HashBytes(h, &rank, sizeof(rank));
     for (int64_t d : t.dims) HashBytes(h, &d, sizeof(d));
   }
+  // Tables only add to the hash, so a dense layout keeps its hash (and its
+  // checkpoints) from before tables existed.
+  for (const TableSpec& t : layout.tables) {
+    HashBytes(h, "table", 5);
+    HashBytes(h, t.name.data(), t.name.size());
+    const int64_t fields[] = {t.dim, t.vocab, static_cast<int64_t>(t.optimizer)};
+    HashBytes(h, fields, sizeof(fields));
+    HashBytes(h, &t.init_scale, sizeof(t.init_scale));
+    HashBytes(h, &t.lr, sizeof(t.lr));
+    HashBytes(h, &t.seed, sizeof(t.seed));
+  }
   return h;
 }
 
@@ -48,8 +60,38 @@ std::string LayoutDebugString(const Layout& layout) {
   for (const TensorSpec& t : layout.tensors) {
     parts.push_back(absl::StrCat(t.name, "[", absl::StrJoin(t.dims, ","), "]"));
   }
+  for (const TableSpec& t : layout.tables) {
+    parts.push_back(absl::StrCat(t.name, "{rows x ", t.dim, t.vocab > 0 ? absl::StrCat(", ", t.vocab, " ids") : "", "}"));
+  }
   return absl::StrJoin(parts, " ");
 }
+
+namespace {
+absl::Status CheckName(const std::string& name) {
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '/' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat("tensor name '", name, "' has character '", std::string(1, c),
+                                                     "'; want letters, digits, '_', '.', '/' or '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddTables(const wire::Layout& proto, Layout& layout) {
+  absl::flat_hash_set<std::string> names;
+  for (const TensorSpec& t : layout.tensors) names.insert(t.name);
+  for (const wire::TableSpec& t : proto.tables()) {
+    absl::StatusOr<TableSpec> spec = TableSpecFromProto(t);
+    if (!spec.ok()) return spec.status();
+    if (absl::Status s = CheckName(spec->name); !s.ok()) return s;
+    if (!names.insert(spec->name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("table name '", spec->name, "' is used twice in the layout"));
+    }
+    layout.tables.push_back(*std::move(spec));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
 
 absl::StatusOr<Layout> LayoutFromProto(const wire::Layout& proto) {
   if (proto.tensors_size() == 0) {
@@ -64,14 +106,7 @@ absl::StatusOr<Layout> LayoutFromProto(const wire::Layout& proto) {
     if (t.dims_size() == 0) {
       return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name(), " has no dimensions"));
     }
-    for (char c : t.name()) {
-      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '/' &&
-          c != '-') {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor name '", t.name(), "' has character '", std::string(1, c),
-            "'; want letters, digits, '_', '.', '/' or '-'"));
-      }
-    }
+    if (absl::Status s = CheckName(t.name()); !s.ok()) return s;
     TensorSpec spec{t.name(), {t.dims().begin(), t.dims().end()}};
     for (int64_t d : spec.dims) {
       if (d <= 0 || d > (int64_t{1} << 40)) {
@@ -81,6 +116,7 @@ absl::StatusOr<Layout> LayoutFromProto(const wire::Layout& proto) {
     }
     layout.tensors.push_back(std::move(spec));
   }
+  if (absl::Status s = AddTables(proto, layout); !s.ok()) return s;
   return layout;
 }
 
@@ -91,6 +127,7 @@ wire::Layout LayoutToProto(const Layout& layout) {
     spec->set_name(t.name);
     for (int64_t d : t.dims) spec->add_dims(d);
   }
+  for (const TableSpec& t : layout.tables) *proto.add_tables() = TableSpecToProto(t);
   return proto;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/table_spec.h"
 #include "proto/shardps.pb.h"
 
 namespace shardps {
@@ -24,9 +25,10 @@ struct TensorSpec {
 
 struct Layout {
   std::vector<TensorSpec> tensors;
+  std::vector<TableSpec> tables;  // sparse tables (common/table_spec.h)
 
-  int64_t TotalBytes() const;
-  bool operator==(const Layout& other) const { return tensors == other.tensors; }
+  int64_t TotalBytes() const;  // of the dense tensors
+  bool operator==(const Layout& other) const { return tensors == other.tensors && tables == other.tables; }
   bool operator!=(const Layout& other) const { return !(*this == other); }
 };
 
@@ -37,8 +39,9 @@ uint64_t LayoutHash(const Layout& layout);
 // Short human-readable form, "w1[784,256] b1[256]", for logs and errors.
 std::string LayoutDebugString(const Layout& layout);
 
-// Converts from the wire; INVALID_ARGUMENT on an empty layout, an empty name,
-// or a dimension that is not positive.
+// Converts from the wire; INVALID_ARGUMENT on an empty layout (no tensor),
+// an empty or repeated name, a dimension that is not positive, or a table
+// that CheckTableSpec() refuses.
 absl::StatusOr<Layout> LayoutFromProto(const wire::Layout& proto);
 wire::Layout LayoutToProto(const Layout& layout);
 

@@ -43,6 +43,7 @@ void ParameterServerImpl::InstallKeys(KeyMap map) {
   table_ = std::make_unique<KeyTable>(std::move(map), options_.server_id, optimizer_->NumSlots(),
                                       options_.job.num_workers);
   job_layout_hash_ = LayoutHash(table_->map().layout());
+  sparse_.Install(table_->map().layout().tables);
   initialized_ = true;
 }
 
@@ -349,6 +350,7 @@ void ParameterServerImpl::WakeReadyPulls() {
   for (PendingPull& p : waiters_.TakeReady([this](const PendingPull& p) { return PullReady(p); })) {
     CompletePull(std::move(p));
   }
+  if (options_.job.mode == Mode::kSsp) sparse_.WakeReady();  // a worker's clock may have moved
 }
 
 void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
@@ -379,6 +381,7 @@ absl::StatusOr<int64_t> ParameterServerImpl::Heartbeat(uint64_t session) {
 ServerStats ParameterServerImpl::Stats() {
   ServerStats s;
   s.initialized = initialized_;
+  s.tables = sparse_.Stats();
   if (s.initialized) {
     s.num_keys = static_cast<int>(table_->size());
     s.owned_bytes = table_->owned_bytes();

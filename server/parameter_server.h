@@ -32,6 +32,7 @@
 #include "proto/shardps.pb.h"
 #include "server/payload_blocks.h"
 #include "server/server_options.h"
+#include "server/sparse/sparse_store.h"
 #include "server/staleness_histogram.h"
 
 namespace shardps {
@@ -96,6 +97,7 @@ struct ServerStats {
   // The same per tensor (the keys of one tensor are one key range), in
   // layout order; empty before Init.
   std::vector<std::pair<std::string, StalenessHistogram::Counts>> staleness_by_tensor;
+  std::vector<SparseTableStats> tables;  // in layout order; empty before Init
 };
 
 class ParameterServer {
@@ -141,6 +143,14 @@ class ParameterServer {
   // waits until the worker's push of step - 1 is applied to every key.
   virtual void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer,
                     bool after_own_push, absl::Time deadline, PullDone done) = 0;
+
+  // Sparse tables (server/sparse/sparse_store.h): one worker's row
+  // gradients of `step` for `table`, and a pull of rows by id, which calls
+  // `done` once as Pull() does.
+  virtual absl::StatusOr<wire::PushOutcome> PushRows(uint64_t session, int64_t step, uint32_t table,
+                                                     const RowPayload& grads) = 0;
+  virtual void PullRows(uint64_t session, int64_t step, uint32_t table, absl::string_view ids,
+                        absl::Time deadline, SparseStore::RowsDone done) = 0;
 
   // Returns the current step.
   virtual absl::StatusOr<int64_t> Heartbeat(uint64_t session) = 0;

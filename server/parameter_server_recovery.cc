@@ -13,6 +13,18 @@
 namespace shardps {
 namespace {
 
+SparseStoreOptions SparseOptions(const ServerOptions& o, Membership* membership) {
+  SparseStoreOptions s;
+  s.mode = o.job.mode;
+  s.staleness = o.job.staleness;
+  s.num_workers = o.job.num_workers;
+  s.server_id = o.server_id;
+  s.num_servers = o.job.num_servers;
+  s.required_for_step = [membership](int64_t step) { return membership->RequiredForStep(step); };
+  s.min_live_clock = [membership] { return membership->MinLiveClock(); };
+  return s;
+}
+
 // The optimizer's options with the job's updates per step (server/optimizer.h).
 OptimizerOptions PerUpdate(const ServerOptions& o) {
   OptimizerOptions opt = o.optimizer;
@@ -59,6 +71,7 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
       membership_(options.job.num_workers, options.worker_timeout, options.pause_threshold, clock),
       sync_(options.job.num_workers, &membership_, [this](KeyState& k, const float* mean) { Apply(k, mean); }),
       checkpointer_(options, std::move(store), &membership_, clock),
+      sparse_(SparseOptions(options, &membership_)),
       clocks_(options.job.num_workers, &membership_) {}
 
 absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t timeline,
@@ -138,6 +151,7 @@ void ParameterServerImpl::Tick() {
     CompleteReadySyncSteps();
     if (initialized_) WakeReadyPulls();
   }
+  sparse_.Tick(clock_->Now());
   for (PendingPull& p : waiters_.TakeExpired(clock_->Now())) {
     refused_.fetch_add(1);
     p.done(absl::DeadlineExceededError(absl::StrCat("pull for step ", p.step, " by worker ", p.rank,
@@ -212,6 +226,7 @@ void ParameterServerImpl::Shutdown() {
                  all.Quantile(0.99), all.max, all.BucketWords());
   }
   for (PendingPull& p : waiters_.TakeAll()) p.done(absl::UnavailableError("server is shutting down"));
+  sparse_.Shutdown();
   if (!checkpointer_.enabled() || !options_.checkpoint_on_shutdown || !initialized_ || awaiting_rewind_) return;
   absl::ReaderMutexLock state(&rewind_mu_);
   absl::StatusOr<std::string> path = checkpointer_.WriteNow(timeline_);

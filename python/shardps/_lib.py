@@ -61,6 +61,13 @@ def lib():
     return _LIB
 
 
+class TableStruct(ctypes.Structure):
+    """ShardpsTable of client/c_api.h."""
+    _fields_ = [("name", ctypes.c_char_p), ("dim", ctypes.c_int32), ("vocab", ctypes.c_int64),
+                ("init_scale", ctypes.c_float), ("optimizer", ctypes.c_char_p), ("lr", ctypes.c_float),
+                ("seed", ctypes.c_uint64)]
+
+
 def _declare(L):
     c_int_p = ctypes.POINTER(ctypes.c_int)
     i64_p = ctypes.POINTER(ctypes.c_int64)
@@ -72,6 +79,9 @@ def _declare(L):
         "ShardpsVersion": ([c_int_p, c_int_p], ctypes.c_int),
         "ShardpsClientCreate": ([ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), c_int_p, i64_p,
                                  ctypes.POINTER(vp)], ctypes.c_int),
+        "ShardpsClientCreateWithTables": ([ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), c_int_p,
+                                           i64_p, ctypes.c_int, ctypes.POINTER(TableStruct), ctypes.POINTER(vp)],
+                                          ctypes.c_int),
         "ShardpsClientFree": ([vp], ctypes.c_int),
         "ShardpsTensorIndex": ([vp, ctypes.c_char_p, c_int_p], ctypes.c_int),
         "ShardpsTensorSize": ([vp, ctypes.c_int, i64_p], ctypes.c_int),
@@ -83,6 +93,10 @@ def _declare(L):
         "ShardpsPullAsync": ([vp, ctypes.c_int64, ctypes.c_int, c_int_p, fp_p, ctypes.POINTER(vp)], ctypes.c_int),
         "ShardpsPushThenPull": ([vp, ctypes.c_int64, ctypes.c_int, c_int_p, fp_p, fp_p, ctypes.POINTER(vp),
                                  ctypes.POINTER(vp)], ctypes.c_int),
+        "ShardpsPushRowsAsync": ([vp, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, vp, vp, ctypes.POINTER(vp)],
+                                 ctypes.c_int),
+        "ShardpsPullRowsAsync": ([vp, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, vp, vp, ctypes.POINTER(vp)],
+                                 ctypes.c_int),
         "ShardpsCallWait": ([vp, ctypes.c_double, c_int_p], ctypes.c_int),
         "ShardpsCallFree": ([vp], ctypes.c_int),
         "ShardpsClientStats": ([vp, i64_p, i64_p, i64_p], ctypes.c_int),

@@ -121,15 +121,73 @@ class Call:
             pass
 
 
+class Table:
+    """A sparse table of the layout: rows of `dim` floats named by int64 ids,
+    created on the servers at first touch (uniform in [-init_scale,
+    init_scale], a function of (name, id, seed) only). `vocab` 0 takes any
+    id; otherwise ids are in [0, vocab). The servers update rows with
+    `optimizer` ("sgd", "adagrad", "rowwise_adagrad", "lazy_adam") at `lr`."""
+
+    def __init__(self, name, dim, vocab=0, init_scale=0.01, optimizer="rowwise_adagrad", lr=0.01, seed=0):
+        self.name, self.dim, self.vocab = str(name), int(dim), int(vocab)
+        self.init_scale, self.optimizer, self.lr, self.seed = float(init_scale), str(optimizer), float(lr), int(seed)
+
+    def __repr__(self):
+        return "Table(%r, dim=%d, vocab=%d, optimizer=%r, lr=%g)" % (self.name, self.dim, self.vocab, self.optimizer,
+                                                                    self.lr)
+
+
+class _Rows:
+    """Ids (int64) and rows (float32, n x dim) as C-contiguous host memory
+    the library may borrow; pulled rows are copied back by finish()."""
+
+    def __init__(self, ids, rows, dim, pulled):
+        import numpy as np
+        self.finish = lambda: None
+        self.ids = _contiguous(ids, np.int64, "ids")
+        n = self.ids.size
+        if pulled:
+            self.rows = _writable_rows(rows, n, dim, self)
+        else:
+            self.rows = _contiguous(rows, np.float32, "rows")
+            if self.rows.size != n * dim:
+                raise ValueError("%d ids of dim %d need %d gradient values, got %d" % (n, dim, n * dim,
+                                                                                      self.rows.size))
+        self.n = n
+
+
+def _contiguous(value, dtype, what):
+    import numpy as np
+    if _is_torch(value):
+        value = value.detach().cpu().numpy()
+    return np.ascontiguousarray(value, dtype=dtype)
+
+
+def _writable_rows(out, n, dim, owner):
+    import numpy as np
+    if _is_torch(out):
+        if tuple(out.shape) != (n, dim):
+            raise ValueError("rows to pull into have shape %s; want (%d, %d)" % (tuple(out.shape), n, dim))
+        if out.device.type == "cpu" and out.dtype == __import__("torch").float32 and out.is_contiguous():
+            return out.detach().numpy()
+        stage = np.empty((n, dim), dtype=np.float32)
+        owner.finish = lambda: out.data.copy_(__import__("torch").from_numpy(stage))
+        return stage
+    if out.shape != (n, dim) or out.dtype != np.float32 or not out.flags["C_CONTIGUOUS"]:
+        raise ValueError("rows to pull into: want a C-contiguous float32 array of shape (%d, %d)" % (n, dim))
+    return out
+
+
 class Client:
     """A connection to a ShardPS job for a layout of named float32 tensors.
 
     `config`: the client options as `--name=value` words (see
     shardps.init_from_env for the usual way). `layout`: (name, shape) pairs,
-    the same on every worker.
+    the same on every worker. `tables`: the sparse tables beside them
+    (shardps.Table), named in row calls by name or index.
     """
 
-    def __init__(self, config, layout):
+    def __init__(self, config, layout, tables=()):
         self.layout = [(str(n), tuple(int(d) for d in s)) for n, s in layout]
         self.index = {n: i for i, (n, _) in enumerate(self.layout)}
         if len(self.index) != len(self.layout):
@@ -139,9 +197,14 @@ class Client:
         ndims = (ctypes.c_int * len(wire))(*[len(s) for s in wire])
         flat = [d for s in wire for d in s]
         dims = (ctypes.c_int64 * max(1, len(flat)))(*flat)
+        self.tables = list(tables)
+        self.table_index = {t.name: i for i, t in enumerate(self.tables)}
+        specs = (_lib.TableStruct * max(1, len(self.tables)))(*[
+            _lib.TableStruct(t.name.encode(), t.dim, t.vocab, t.init_scale, t.optimizer.encode(), t.lr, t.seed)
+            for t in self.tables])
         handle = ctypes.c_void_p()
-        _lib.check(_lib.lib().ShardpsClientCreate(config.encode(), len(self.layout), names, ndims, dims,
-                                                  ctypes.byref(handle)))
+        _lib.check(_lib.lib().ShardpsClientCreateWithTables(config.encode(), len(self.layout), names, ndims, dims,
+                                                            len(self.tables), specs, ctypes.byref(handle)))
         self._handle = handle
 
     # Joining ---------------------------------------------------------------
@@ -188,6 +251,26 @@ class Client:
                                                   ctypes.byref(pulled)), self._rejoin)
         return Call(self, pushed, [b for _, b in g]), Call(self, pulled, [b for _, b in o])
 
+    # Sparse tables --------------------------------------------------------
+    def push_rows_async(self, step, table, ids, grads):
+        """Pushes row gradients (n x dim) of `ids` (n int64) for `step`;
+        repeated ids are summed before they leave."""
+        t = self._table(table)
+        rows = _Rows(ids, grads, self.tables[t].dim, pulled=False)
+        return self._rows_call("ShardpsPushRowsAsync", step, t, rows)
+
+    def pull_rows_async(self, step, table, ids, out):
+        """Pulls the rows of `ids` for `step` into `out` (n x dim float32)."""
+        t = self._table(table)
+        rows = _Rows(ids, out, self.tables[t].dim, pulled=True)
+        return self._rows_call("ShardpsPullRowsAsync", step, t, rows)
+
+    def push_rows(self, step, table, ids, grads):
+        self.push_rows_async(step, table, ids, grads).wait()
+
+    def pull_rows(self, step, table, ids, out):
+        self.pull_rows_async(step, table, ids, out).wait()
+
     def stats(self):
         r, g, w = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
         _lib.check(_lib.lib().ShardpsClientStats(self._live(), ctypes.byref(r), ctypes.byref(g), ctypes.byref(w)))
@@ -219,6 +302,21 @@ class Client:
 
     def _rejoin(self, message):
         return RejoinError(message, self.register())
+
+    def _table(self, table):
+        if isinstance(table, str):
+            if table not in self.table_index:
+                raise KeyError("no table named '%s' in the layout" % table)
+            return self.table_index[table]
+        if not 0 <= int(table) < len(self.tables):
+            raise KeyError("table index %s is not in the layout of %d tables" % (table, len(self.tables)))
+        return int(table)
+
+    def _rows_call(self, function, step, table, rows):
+        handle = ctypes.c_void_p()
+        _lib.check(getattr(_lib.lib(), function)(self._live(), int(step), table, rows.n, rows.ids.ctypes.data,
+                                                 rows.rows.ctypes.data, ctypes.byref(handle)), self._rejoin)
+        return Call(self, handle, [rows])
 
     def _buffers(self, values, pulled, every=False):
         if not isinstance(values, dict):

@@ -41,8 +41,8 @@ class Job:
         words += ["--servers=%s" % self.servers, "--rank=%d" % self.rank, "--num_workers=%d" % self.num_workers]
         return " ".join(words + self.client_flags.split())
 
-    def connect(self, layout):
-        return Client(self.config(), layout)
+    def connect(self, layout, tables=()):
+        return Client(self.config(), layout, tables)
 
 
 def _read_flags(path):

@@ -23,6 +23,10 @@ parameters). A parameter whose gradient is not produced in a step is pushed
 as zeros at step_done(), so that sync steps complete. Works with PyTorch 1.13
 and 2.x; with 2.1 or later a parameter used several times in a step is
 pushed once, its gradient accumulated.
+
+Embedding tables (`nn.Embedding(sparse=True)`, `nn.EmbeddingBag(sparse=True)`
+and `HashEmbeddingBag`) are sparse tables on the servers: only each batch's
+rows move (shardps/torch_tables.py).
 """
 import time
 
@@ -30,6 +34,9 @@ import torch
 
 from shardps._lib import RejoinError, ShardpsError
 from shardps.env import init_from_env
+from shardps.torch_tables import HashEmbeddingBag, SparseTables, sparse_modules, table_of
+
+__all__ = ["HashEmbeddingBag", "Worker"]
 
 
 class Worker:
@@ -38,11 +45,15 @@ class Worker:
 
     def __init__(self, model, job=None, init_timeout=300.0):
         self.job = job if job is not None else init_from_env()
-        self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        sparse = sparse_modules(model)
+        on_servers = {id(m.weight) for _, m in sparse if hasattr(m, "weight")}
+        self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad and id(p) not in on_servers]
         self._param = dict(self.params)
         if not self.params:
-            raise ValueError("the model has no parameters that require gradients")
-        self.client = self.job.connect([(n, tuple(p.shape)) for n, p in self.params])
+            raise ValueError("the model has no dense parameters that require gradients")
+        self.client = self.job.connect([(n, tuple(p.shape)) for n, p in self.params],
+                                       [table_of(n, m, self.job) for n, m in sparse])
+        self.tables = SparseTables(sparse, self.client)
         self.step = None
         self.init_timeout = init_timeout
         self._weights = {n: _host_buffer(p) for n, p in self.params}
@@ -75,15 +86,27 @@ class Worker:
                 self._push(n)
             p.grad = None
         self._pushed.clear()
+        self.tables.push(self.step)
         self.step += 1
         return self.step
 
     def close(self):
-        """Waits for the transfers in flight and closes the client."""
-        for calls in (self._pulls, self._pushes):
-            for n in calls:
-                _quietly(calls[n])
-                calls[n] = None
+        """Waits for the transfers in flight, copies the servers' final dense
+        weights into the model, and closes the client."""
+        for n in self._pushes:
+            _quietly(self._pushes[n])
+            self._pushes[n] = None
+        try:
+            self.tables.wait(rejoin=False)
+        except ShardpsError:
+            pass
+        for n, param in self.params:
+            call, self._pulls[n] = self._pulls[n], None
+            try:
+                if call is not None and call.wait(rejoin=False):
+                    param.data.copy_(self._weights[n])
+            except ShardpsError:
+                pass
         for h in self._hooks:
             h.remove()
         self.client.close()
@@ -100,6 +123,7 @@ class Worker:
                 self._hooks.append(p.register_post_accumulate_grad_hook(lambda param, n=n: self._on_grad(n, param.grad)))
             else:
                 self._hooks.append(p.register_hook(lambda grad, n=n: self._on_grad(n, grad)))
+        self._hooks += self.tables.attach(lambda: self.step)
 
     def _before_forward(self, names):
         def hook(module, inputs):
@@ -162,6 +186,11 @@ class Worker:
                 _quietly(calls[n])
                 calls[n] = None
         self._pushed.clear()
+        try:
+            self.tables.wait(rejoin=False)
+        except ShardpsError:
+            pass
+        self.tables.drop()
         for _, p in self.params:
             p.grad = None
         self.step = step

@@ -1,0 +1,127 @@
+"""Sparse tables for shardps.torch: embedding modules whose rows live on the
+servers (DESIGN.md, "Sparse tables").
+
+- `nn.Embedding(V, d, sparse=True)` and `nn.EmbeddingBag(V, d, sparse=True)`
+  work as they are. Before each forward the batch's distinct ids are pulled
+  and written into the module's weight at those ids; after backward the
+  sparse gradient (duplicates summed) is pushed as rows. The rest of the
+  weight is never read or sent: only the batch's rows move.
+- `HashEmbeddingBag(dim)` takes any int64 ids and holds no table at all:
+  each forward uses a (distinct ids x dim) tensor of the pulled rows, so a
+  worker's memory grows with its batch, not with the table.
+
+The servers run the rows' optimizer; the job's flags pick it
+(--row_optimizer, default adagrad as torch.optim.Adagrad; --row_lr;
+--row_init_scale).
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from shardps.client import Table
+
+
+class HashEmbeddingBag(nn.Module):
+    """nn.EmbeddingBag over any int64 ids, with no table on the worker. Needs
+    a shardps.torch.Worker, which fills each batch's rows before forward."""
+
+    def __init__(self, dim, mode="sum", name=None):
+        super().__init__()
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError("mode %r; want sum, mean or max" % (mode,))
+        self.embedding_dim, self.mode, self.table_name = int(dim), mode, name
+        self._rows = None      # the batch's distinct rows, a leaf that collects their gradient
+        self._inverse = None   # the input's ids as indices into _rows
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        if self._rows is None:
+            raise RuntimeError("HashEmbeddingBag %s has no rows: it runs inside a shardps.torch.Worker, which pulls "
+                               "each batch's rows before forward" % (self.table_name or ""))
+        return F.embedding_bag(self._inverse.view(input.shape), self._rows, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights)
+
+
+def sparse_modules(model):
+    """(name, module) of every module whose rows live on the servers."""
+    out = []
+    for name, m in model.named_modules():
+        if isinstance(m, HashEmbeddingBag) or (isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse):
+            out.append((name or "embedding", m))
+    return out
+
+
+def table_of(name, module, job):
+    """The Table a module's rows form, from the job's flags."""
+    vocab = 0 if isinstance(module, HashEmbeddingBag) else module.num_embeddings
+    return Table(module.table_name or name if isinstance(module, HashEmbeddingBag) else name,
+                 module.embedding_dim, vocab=vocab, init_scale=job.flag("row_init_scale", float, 0.01),
+                 optimizer=job.flag("row_optimizer", str, "adagrad"), lr=job.flag("row_lr", float, 0.01),
+                 seed=job.flag("seed", int, 1))
+
+
+class SparseTables:
+    """The worker's side of its model's sparse modules: pulls before
+    forward, pushes at the step's end."""
+
+    def __init__(self, modules, client):
+        self.modules, self.client = modules, client
+        self.batch = {}   # table index -> (distinct ids, the tensor their gradient lands in)
+        self.pushes = []
+
+    def attach(self, step_of):
+        hooks = []
+        for t, (_, module) in enumerate(self.modules):
+            hooks.append(module.register_forward_pre_hook(self._before_forward(t, step_of)))
+        return hooks
+
+    def _before_forward(self, t, step_of):
+        def hook(module, inputs):
+            ids = inputs[0].detach().reshape(-1).to("cpu", torch.int64)
+            unique, inverse = torch.unique(ids, return_inverse=True)
+            rows = torch.empty((unique.numel(), module.embedding_dim), dtype=torch.float32)
+            self.client.pull_rows(step_of(), t, unique, rows)
+            if isinstance(module, HashEmbeddingBag):
+                device = inputs[0].device
+                module._rows = rows.to(device).requires_grad_(True)
+                module._inverse = inverse.to(device)
+                self.batch[t] = (unique, module._rows)
+            else:
+                with torch.no_grad():
+                    module.weight.index_copy_(0, unique.to(module.weight.device),
+                                              rows.to(module.weight.device, module.weight.dtype))
+                self.batch[t] = (unique, module.weight)
+        return hook
+
+    def push(self, step):
+        """Pushes every table's row gradients of `step` (an empty push where a
+        table was not used: a sync step needs one from every worker)."""
+        self.wait()
+        for t, (_, module) in enumerate(self.modules):
+            ids, grads = self._gradient(t, module)
+            self.pushes.append(self.client.push_rows_async(step, t, ids, grads))
+        self.batch.clear()
+
+    def _gradient(self, t, module):
+        dim = module.embedding_dim
+        unique, holder = self.batch.get(t, (None, None))
+        grad = None if holder is None else holder.grad
+        if grad is None:
+            return torch.empty(0, dtype=torch.int64), torch.empty((0, dim))
+        holder.grad = None
+        if isinstance(module, HashEmbeddingBag):
+            module._rows = None
+            return unique, grad.detach().to("cpu", torch.float32)
+        if grad.is_sparse:
+            grad = grad.coalesce()
+            return grad.indices()[0].to("cpu"), grad.values().detach().to("cpu", torch.float32).reshape(-1, dim)
+        return unique, grad.detach()[unique.to(grad.device)].to("cpu", torch.float32)
+
+    def wait(self, rejoin=True):
+        pushes, self.pushes = self.pushes, []
+        for call in pushes:
+            call.wait(rejoin=rejoin)
+
+    def drop(self):
+        self.batch.clear()
+        for m in (m for _, m in self.modules if isinstance(m, HashEmbeddingBag)):
+            m._rows = None

@@ -1,0 +1,310 @@
+#include "server/sparse/sparse_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/wire_dtype.h"
+
+namespace shardps {
+
+namespace {
+constexpr int kPullSizeBuckets = 11;
+
+int PullSizeBucket(size_t n) {
+  int b = 0;
+  while (n >= 4 && b + 1 < kPullSizeBuckets) {
+    n /= 4;
+    ++b;
+  }
+  return b;
+}
+}  // namespace
+
+struct SparseStore::TableState {
+  explicit TableState(const TableSpec& spec, int num_workers)
+      : table(spec), pending(num_workers), last_pushed(num_workers, -1) {}
+
+  struct RowGrads {
+    std::vector<int64_t> ids;
+    std::vector<float> grads;
+  };
+
+  SparseTable table;
+  absl::Mutex mu;
+  std::atomic<int64_t> version{0};  // sync: steps applied; async, ssp: pushes applied
+  // sync: the gradients of step `version` so far, by rank.
+  std::vector<std::optional<RowGrads>> pending ABSL_GUARDED_BY(mu);
+  std::vector<int64_t> last_pushed ABSL_GUARDED_BY(mu);  // sync: each rank's last step pushed
+  std::atomic<int64_t> pushes{0}, pulls{0}, rows_pushed{0}, rows_pulled{0};
+  std::atomic<int64_t> pull_sizes[kPullSizeBuckets] = {};
+};
+
+SparseStore::SparseStore(SparseStoreOptions options) : options_(std::move(options)) {}
+
+SparseStore::~SparseStore() { Shutdown(); }
+
+void SparseStore::Install(const std::vector<TableSpec>& tables) {
+  absl::MutexLock lock(&install_mu_);
+  if (!tables_.empty()) return;
+  for (const TableSpec& spec : tables) tables_.push_back(std::make_unique<TableState>(spec, options_.num_workers));
+}
+
+size_t SparseStore::num_tables() const {
+  absl::MutexLock lock(&install_mu_);
+  return tables_.size();
+}
+
+absl::StatusOr<SparseStore::TableState*> SparseStore::TableAt(uint32_t table) const {
+  absl::MutexLock lock(&install_mu_);
+  if (table >= tables_.size()) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown table ", table, ": the layout has ", tables_.size(), " sparse tables"));
+  }
+  return tables_[table].get();
+}
+
+absl::StatusOr<std::vector<int64_t>> SparseStore::DecodeIds(const TableState& t, absl::string_view bytes) const {
+  const TableSpec& spec = t.table.spec();
+  if (bytes.size() % sizeof(int64_t) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "': ", bytes.size(),
+                                                   " bytes of ids is not a whole number of int64"));
+  }
+  std::vector<int64_t> ids(bytes.size() / sizeof(int64_t));
+  if (!ids.empty()) std::memcpy(ids.data(), bytes.data(), bytes.size());
+  for (int64_t id : ids) {
+    if (spec.vocab > 0 && (id < 0 || id >= spec.vocab)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table '", spec.name, "': id ", id, " is outside its vocabulary [0, ", spec.vocab, ")"));
+    }
+    if (options_.num_servers > 1 && RowServer(id, options_.num_servers) != options_.server_id) {
+      return absl::NotFoundError(absl::StrCat("table '", spec.name, "': row ", id, " is held by server ",
+                                              RowServer(id, options_.num_servers), ", not server ",
+                                              options_.server_id));
+    }
+  }
+  return ids;
+}
+
+absl::StatusOr<std::vector<float>> SparseStore::DecodeRows(const TableState& t, size_t n,
+                                                          const RowPayload& p) const {
+  const TableSpec& spec = t.table.spec();
+  if (p.dtype != wire::DTYPE_FLOAT32 && p.dtype != wire::DTYPE_BFLOAT16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", spec.name, "': row gradients of dtype ", p.dtype, "; want float32 or bfloat16"));
+  }
+  const size_t values = n * static_cast<size_t>(spec.dim);
+  const size_t want = values * ValueBytes(p.dtype);
+  if (p.rows.size() != want) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "': ", n, " ids of dim ", spec.dim,
+                                                   " need ", want, " bytes of rows; the push has ",
+                                                   p.rows.size()));
+  }
+  std::vector<float> rows(values);
+  if (p.dtype == wire::DTYPE_FLOAT32) {
+    if (values > 0) std::memcpy(rows.data(), p.rows.data(), want);
+  } else {
+    FromBfloat16(p.rows.data(), static_cast<int64_t>(values), rows.data());
+  }
+  for (size_t i = 0; i < values; ++i) {
+    if (!std::isfinite(rows[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "': the gradient of row ",
+                                                     i / spec.dim, " (id at that place) is not finite"));
+    }
+  }
+  return rows;
+}
+
+absl::StatusOr<wire::PushOutcome> SparseStore::Push(int rank, int64_t step, uint32_t table,
+                                                    const RowPayload& grads) {
+  absl::StatusOr<TableState*> t = TableAt(table);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<std::vector<int64_t>> ids = DecodeIds(**t, grads.ids);
+  if (!ids.ok()) return ids.status();
+  absl::StatusOr<std::vector<float>> rows = DecodeRows(**t, ids->size(), grads);
+  if (!rows.ok()) return rows.status();
+  TableState& state = **t;
+  state.pushes.fetch_add(1, std::memory_order_relaxed);
+  state.rows_pushed.fetch_add(static_cast<int64_t>(ids->size()), std::memory_order_relaxed);
+  if (options_.mode == Mode::kSync) return PushSync(state, rank, step, *std::move(ids), *std::move(rows));
+  state.table.Apply(ids->data(), ids->size(), rows->data(), 1.0f / static_cast<float>(options_.num_workers));
+  state.version.fetch_add(1);
+  return wire::PUSH_APPLIED;
+}
+
+absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank, int64_t step,
+                                                        std::vector<int64_t> ids, std::vector<float> grads) {
+  bool completed = false;
+  {
+    absl::MutexLock lock(&t.mu);
+    const int64_t version = t.version.load();
+    if (step < version && step <= t.last_pushed[rank]) return wire::PUSH_DUPLICATE;
+    if (step != version) {
+      return absl::FailedPreconditionError(absl::StrCat("table '", t.table.spec().name, "': push for step ",
+                                                        step, ", but the table is at step ", version));
+    }
+    if (t.pending[rank].has_value()) return wire::PUSH_DUPLICATE;
+    t.pending[rank] = TableState::RowGrads{std::move(ids), std::move(grads)};
+    t.last_pushed[rank] = step;
+    completed = CompleteIfReady(t);
+  }
+  if (completed) WakeReady();
+  return completed ? wire::PUSH_APPLIED : wire::PUSH_BUFFERED;
+}
+
+bool SparseStore::CompleteIfReady(TableState& t) {
+  const int64_t step = t.version.load();
+  const std::vector<bool> required = options_.required_for_step(step);
+  int pushed = 0;
+  for (size_t r = 0; r < t.pending.size(); ++r) {
+    if (t.pending[r].has_value()) {
+      ++pushed;
+    } else if (r < required.size() && required[r]) {
+      return false;
+    }
+  }
+  if (pushed == 0) return false;
+  // Sum in rank order, so that a step's result does not depend on arrival.
+  const size_t dim = static_cast<size_t>(t.table.dim());
+  absl::flat_hash_map<int64_t, uint32_t> at;
+  std::vector<int64_t> ids;
+  std::vector<float> sums;
+  for (auto& g : t.pending) {
+    if (!g.has_value()) continue;
+    for (size_t i = 0; i < g->ids.size(); ++i) {
+      auto [it, inserted] = at.try_emplace(g->ids[i], static_cast<uint32_t>(ids.size()));
+      if (inserted) {
+        ids.push_back(g->ids[i]);
+        sums.resize(sums.size() + dim, 0.0f);
+      }
+      float* sum = sums.data() + it->second * dim;
+      const float* grad = g->grads.data() + i * dim;
+      for (size_t j = 0; j < dim; ++j) sum[j] += grad[j];
+    }
+    g.reset();
+  }
+  t.table.Apply(ids.data(), ids.size(), sums.data(), 1.0f / static_cast<float>(pushed));
+  t.version.store(step + 1);
+  return true;
+}
+
+bool SparseStore::Ready(const WaitingPull& pull) const {
+  switch (options_.mode) {
+    case Mode::kSync:
+      return tables_[pull.table]->version.load() >= pull.step;
+    case Mode::kSsp:
+      return options_.min_live_clock() >= pull.step - options_.staleness;
+    case Mode::kAsync:
+      return true;
+  }
+  return true;
+}
+
+void SparseStore::Answer(WaitingPull& pull) {
+  TableState& t = *tables_[pull.table];
+  PulledRows out;
+  out.version = t.version.load();
+  out.rows.resize(pull.ids.size() * static_cast<size_t>(t.table.dim()));
+  t.table.Read(pull.ids.data(), pull.ids.size(), out.rows.data());
+  t.pulls.fetch_add(1, std::memory_order_relaxed);
+  t.rows_pulled.fetch_add(static_cast<int64_t>(pull.ids.size()), std::memory_order_relaxed);
+  t.pull_sizes[PullSizeBucket(pull.ids.size())].fetch_add(1, std::memory_order_relaxed);
+  pull.done(std::move(out));
+}
+
+void SparseStore::Pull(int rank, int64_t step, uint32_t table, absl::string_view id_bytes, absl::Time deadline,
+                       RowsDone done) {
+  (void)rank;
+  absl::StatusOr<TableState*> t = TableAt(table);
+  if (!t.ok()) return done(t.status());
+  absl::StatusOr<std::vector<int64_t>> ids = DecodeIds(**t, id_bytes);
+  if (!ids.ok()) return done(ids.status());
+  WaitingPull pull{table, step, *std::move(ids), deadline, std::move(done)};
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    if (shut_down_) return pull.done(absl::UnavailableError("server is shutting down"));
+    if (!Ready(pull)) {
+      waiting_.push_back(std::move(pull));
+      return;
+    }
+  }
+  Answer(pull);
+}
+
+void SparseStore::WakeReady() {
+  std::vector<WaitingPull> ready;
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (Ready(*it)) {
+        ready.push_back(std::move(*it));
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (WaitingPull& p : ready) Answer(p);
+}
+
+void SparseStore::Tick(absl::Time now) {
+  if (options_.mode == Mode::kSync) {
+    absl::MutexLock lock(&install_mu_);
+    for (auto& t : tables_) {
+      absl::MutexLock table_lock(&t->mu);
+      CompleteIfReady(*t);
+    }
+  }
+  WakeReady();
+  std::vector<WaitingPull> expired;
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->deadline <= now) {
+        expired.push_back(std::move(*it));
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (WaitingPull& p : expired) {
+    p.done(absl::DeadlineExceededError(absl::StrCat("pull of table ", p.table, " rows for step ", p.step,
+                                                    " waited past its deadline")));
+  }
+}
+
+void SparseStore::Shutdown() {
+  std::list<WaitingPull> left;
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    shut_down_ = true;
+    left.swap(waiting_);
+  }
+  for (WaitingPull& p : left) p.done(absl::UnavailableError("server is shutting down"));
+}
+
+std::vector<SparseTableStats> SparseStore::Stats() const {
+  std::vector<SparseTableStats> out;
+  absl::MutexLock lock(&install_mu_);
+  for (const auto& t : tables_) {
+    SparseTableStats s;
+    s.name = t->table.spec().name;
+    s.rows = t->table.rows();
+    s.bytes = t->table.bytes();
+    s.rows_created = t->table.rows_created();
+    s.pushes = t->pushes.load();
+    s.pulls = t->pulls.load();
+    s.rows_pushed = t->rows_pushed.load();
+    s.rows_pulled = t->rows_pulled.load();
+    s.version = t->version.load();
+    for (const auto& b : t->pull_sizes) s.pull_size_buckets.push_back(b.load());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace shardps

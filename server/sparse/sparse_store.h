@@ -1,0 +1,134 @@
+// The sparse tables of one server and their consistency (DESIGN.md,
+// "Sparse tables"): the dense contract applied per table.
+//  - sync: every live worker pushes each table once per step (with no ids
+//    when it touched none here). When all required workers have pushed step
+//    t, their gradients are summed in rank order, divided by the number of
+//    pushes, applied once, and the table's version becomes t + 1; a pull of
+//    step t waits for version t.
+//  - async: each push is applied at once, its gradient divided by the
+//    number of workers (as a sync step divides the sum); pulls never wait.
+//  - ssp: pushes as async; a pull at clock c waits until the slowest live
+//    worker's clock is at least c - staleness (the dense clocks).
+// Bad input (unknown table, ids outside the vocabulary or not held here, a
+// row count that disagrees with the payload, NaN or Inf) is refused before
+// any row changes.
+//
+// Thread-safe.
+#ifndef SHARDPS_SERVER_SPARSE_SPARSE_STORE_H_
+#define SHARDPS_SERVER_SPARSE_SPARSE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/job_view.h"
+#include "common/table_spec.h"
+#include "proto/shardps.pb.h"
+#include "server/sparse/sparse_table.h"
+
+namespace shardps {
+
+// Rows as they come off the wire: `ids` int64 little-endian, `rows` values
+// of `dtype` (float32 or bfloat16), row after row.
+struct RowPayload {
+  absl::string_view ids;
+  absl::string_view rows;
+  wire::DType dtype = wire::DTYPE_FLOAT32;
+};
+
+struct PulledRows {
+  int64_t version = 0;
+  std::vector<float> rows;  // ids.size() * dim
+};
+
+struct SparseTableStats {
+  std::string name;
+  int64_t rows = 0, bytes = 0, rows_created = 0;
+  int64_t pushes = 0, pulls = 0, rows_pushed = 0, rows_pulled = 0;
+  int64_t version = 0;
+  // Pulls by rows asked for: bucket b counts sizes in [4^b, 4^(b+1)), b < 11;
+  // bucket 0 also counts empty pulls.
+  std::vector<int64_t> pull_size_buckets;
+};
+
+struct SparseStoreOptions {
+  Mode mode = Mode::kSync;
+  int staleness = 0;
+  int num_workers = 1;
+  int server_id = 0;
+  int num_servers = 1;
+  // Ranks that must push a sync step (Membership::RequiredForStep).
+  std::function<std::vector<bool>(int64_t step)> required_for_step;
+  // The slowest live worker's clock (Membership::MinLiveClock), for ssp.
+  std::function<int64_t()> min_live_clock;
+};
+
+class SparseStore {
+ public:
+  using RowsDone = std::function<void(absl::StatusOr<PulledRows>)>;
+
+  explicit SparseStore(SparseStoreOptions options);
+  ~SparseStore();
+
+  // Makes the tables of the layout (once; later calls change nothing).
+  void Install(const std::vector<TableSpec>& tables);
+  size_t num_tables() const;
+
+  absl::StatusOr<wire::PushOutcome> Push(int rank, int64_t step, uint32_t table, const RowPayload& grads);
+  // Calls `done` once: now when ready or on a bad request, else on the
+  // thread that makes it ready, at Tick() past `deadline`
+  // (DEADLINE_EXCEEDED) or at Shutdown() (UNAVAILABLE).
+  void Pull(int rank, int64_t step, uint32_t table, absl::string_view ids, absl::Time deadline, RowsDone done);
+
+  // Completes sync steps that no longer wait for anyone (a worker died),
+  // answers pulls that became ready, expires those past their deadline.
+  void Tick(absl::Time now);
+  // Answers pulls that became ready (ssp: a worker's clock moved).
+  void WakeReady();
+  void Shutdown();
+
+  std::vector<SparseTableStats> Stats() const;
+
+ private:
+  struct TableState;
+  struct WaitingPull {
+    uint32_t table = 0;
+    int64_t step = 0;
+    std::vector<int64_t> ids;
+    absl::Time deadline;
+    RowsDone done;
+  };
+
+  absl::StatusOr<TableState*> TableAt(uint32_t table) const;
+  // The ids of a request, checked against the table's vocabulary and this
+  // server's share of the rows.
+  absl::StatusOr<std::vector<int64_t>> DecodeIds(const TableState& t, absl::string_view bytes) const;
+  absl::StatusOr<std::vector<float>> DecodeRows(const TableState& t, size_t n, const RowPayload& p) const;
+  absl::StatusOr<wire::PushOutcome> PushSync(TableState& t, int rank, int64_t step, std::vector<int64_t> ids,
+                                             std::vector<float> grads);
+  // Applies the pending step when every required rank has pushed.
+  // REQUIRES: t.mu held.
+  bool CompleteIfReady(TableState& t);
+  bool Ready(const WaitingPull& pull) const;
+  void Answer(WaitingPull& pull);
+
+  const SparseStoreOptions options_;
+  mutable absl::Mutex install_mu_;
+  std::vector<std::unique_ptr<TableState>> tables_;  // set once by Install, then only read
+
+  absl::Mutex waiting_mu_;
+  std::list<WaitingPull> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+  bool shut_down_ ABSL_GUARDED_BY(waiting_mu_) = false;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_SPARSE_SPARSE_STORE_H_

@@ -1,0 +1,114 @@
+#include "server/sparse/sparse_table.h"
+
+#include <cstring>
+
+namespace shardps {
+
+namespace {
+RowOptimizerParams ParamsOf(const TableSpec& spec) {
+  RowOptimizerParams p;
+  p.kind = spec.optimizer;
+  p.dim = spec.dim;
+  p.lr = spec.lr;
+  return p;
+}
+}  // namespace
+
+SparseTable::SparseTable(const TableSpec& spec)
+    : spec_(spec),
+      slots_(RowSlotFloats(spec.optimizer, spec.dim)),
+      stride_(static_cast<size_t>(spec.dim + slots_)),
+      params_(ParamsOf(spec)) {}
+
+float* SparseTable::RowOf(Stripe& s, int64_t id) {
+  auto [it, inserted] = s.index.try_emplace(id, s.used);
+  const uint32_t r = it->second;
+  float* row = nullptr;
+  if (inserted) {
+    if (r % kRowsPerSlab == 0) s.slabs.emplace_back(new float[kRowsPerSlab * stride_]);
+    ++s.used;
+    row = s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
+    InitialRow(spec_, id, row);
+    std::memset(row + spec_.dim, 0, slots_ * sizeof(float));
+    rows_.fetch_add(1, std::memory_order_relaxed);
+    created_.fetch_add(1, std::memory_order_relaxed);
+    return row;
+  }
+  return s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
+}
+
+void SparseTable::GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32_t>& order,
+                                std::array<uint32_t, kStripes + 1>& begin) const {
+  std::vector<uint8_t> stripe(n);
+  std::array<uint32_t, kStripes> count{};
+  for (size_t i = 0; i < n; ++i) {
+    stripe[i] = static_cast<uint8_t>(StripeOf(ids[i]));
+    ++count[stripe[i]];
+  }
+  begin[0] = 0;
+  for (int k = 0; k < kStripes; ++k) begin[k + 1] = begin[k] + count[k];
+  std::array<uint32_t, kStripes> next;
+  std::memcpy(next.data(), begin.data(), sizeof(next));
+  order.resize(n);
+  for (size_t i = 0; i < n; ++i) order[next[stripe[i]]++] = static_cast<uint32_t>(i);
+}
+
+void SparseTable::ForStripes(const int64_t* ids, size_t n, const std::function<void(Stripe&, size_t)>& fn) {
+  std::vector<uint32_t> order;
+  std::array<uint32_t, kStripes + 1> begin;
+  GroupByStripe(ids, n, order, begin);
+  for (int k = 0; k < kStripes; ++k) {
+    if (begin[k] == begin[k + 1]) continue;
+    Stripe& s = stripes_[k];
+    absl::MutexLock lock(&s.mu);
+    for (uint32_t j = begin[k]; j < begin[k + 1]; ++j) fn(s, order[j]);
+  }
+}
+
+void SparseTable::Read(const int64_t* ids, size_t n, float* out) {
+  const size_t dim = static_cast<size_t>(spec_.dim);
+  ForStripes(ids, n, [&](Stripe& s, size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::memcpy(out + i * dim, RowOf(s, ids[i]), dim * sizeof(float));
+  });
+}
+
+void SparseTable::Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale) {
+  const size_t dim = static_cast<size_t>(spec_.dim);
+  ForStripes(ids, n, [&](Stripe& s, size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    float* row = RowOf(s, ids[i]);
+    ApplyRow(params_, row, row + dim, grads + i * dim, grad_scale);
+  });
+}
+
+void SparseTable::ForEach(const std::function<void(int64_t, const float*, const float*)>& fn) {
+  for (Stripe& s : stripes_) {
+    absl::MutexLock lock(&s.mu);
+    for (const auto& [id, r] : s.index) {
+      const float* row = s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
+      fn(id, row, row + spec_.dim);
+    }
+  }
+}
+
+void SparseTable::Put(int64_t id, const float* row, const float* slots) {
+  Stripe& s = stripes_[StripeOf(id)];
+  absl::MutexLock lock(&s.mu);
+  const bool is_new = !s.index.contains(id);
+  float* dst = RowOf(s, id);
+  if (is_new) created_.fetch_sub(1, std::memory_order_relaxed);  // restored, not created
+  std::memcpy(dst, row, spec_.dim * sizeof(float));
+  std::memcpy(dst + spec_.dim, slots, slots_ * sizeof(float));
+}
+
+int64_t SparseTable::bytes() const {
+  int64_t total = 0;
+  for (const Stripe& s : stripes_) {
+    absl::MutexLock lock(&s.mu);
+    total += static_cast<int64_t>(s.slabs.size()) * kRowsPerSlab * stride_ * sizeof(float);
+    // flat_hash_map: one slot (16 bytes) and one control byte per bucket.
+    total += static_cast<int64_t>(s.index.capacity()) * (sizeof(std::pair<int64_t, uint32_t>) + 1);
+  }
+  return total;
+}
+
+}  // namespace shardps

@@ -1,0 +1,82 @@
+// One server's part of one sparse table: a hash map from id to row, rows and
+// their optimizer slots in contiguous slabs, and 64 stripes each with its
+// own lock (never one lock for the table). A row is created, with
+// InitialRow(), the first time a pull or a push names it.
+//
+// Thread-safe. A batch of ids takes each stripe's lock once.
+#ifndef SHARDPS_SERVER_SPARSE_SPARSE_TABLE_H_
+#define SHARDPS_SERVER_SPARSE_SPARSE_TABLE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "common/table_spec.h"
+#include "server/sparse/row_optimizer.h"
+
+namespace shardps {
+
+class SparseTable {
+ public:
+  explicit SparseTable(const TableSpec& spec);
+  SparseTable(const SparseTable&) = delete;
+  SparseTable& operator=(const SparseTable&) = delete;
+
+  const TableSpec& spec() const { return spec_; }
+  int dim() const { return spec_.dim; }
+  int slot_floats() const { return slots_; }
+
+  // Copies the rows of ids[0..n) into out[i * dim], creating missing ones.
+  void Read(const int64_t* ids, size_t n, float* out);
+  // Applies grads[i * dim] times `grad_scale` to row ids[i] with the
+  // table's optimizer. The ids must be distinct.
+  void Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale);
+
+  // Checkpoints: every row with its slots, stripe by stripe (each locked
+  // while it is visited); and a row put back as it was.
+  void ForEach(const std::function<void(int64_t id, const float* row, const float* slots)>& fn);
+  void Put(int64_t id, const float* row, const float* slots);
+
+  int64_t rows() const { return rows_.load(std::memory_order_relaxed); }
+  int64_t rows_created() const { return created_.load(std::memory_order_relaxed); }
+  // Bytes held: slabs, and the maps' slots and control bytes.
+  int64_t bytes() const;
+
+ private:
+  static constexpr int kStripeBits = 6;
+  static constexpr int kStripes = 1 << kStripeBits;
+  static constexpr uint32_t kRowsPerSlab = 1024;
+
+  struct Stripe {
+    mutable absl::Mutex mu;
+    absl::flat_hash_map<int64_t, uint32_t> index ABSL_GUARDED_BY(mu);
+    std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
+    uint32_t used ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  static int StripeOf(int64_t id) { return static_cast<int>(MixId(static_cast<uint64_t>(id)) & (kStripes - 1)); }
+  // The row of `id` (then its slots), made from InitialRow() when new.
+  float* RowOf(Stripe& s, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Positions 0..n) grouped by stripe: positions of stripe k are
+  // order[begin[k]..begin[k+1]).
+  void GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32_t>& order,
+                     std::array<uint32_t, kStripes + 1>& begin) const;
+  // Runs fn(stripe, position) for every position, stripe by stripe.
+  void ForStripes(const int64_t* ids, size_t n, const std::function<void(Stripe&, size_t)>& fn);
+
+  const TableSpec spec_;
+  const int slots_;
+  const size_t stride_;  // floats per row: dim + slots
+  const RowOptimizerParams params_;
+  std::array<Stripe, kStripes> stripes_;
+  std::atomic<int64_t> rows_{0}, created_{0};
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_SPARSE_SPARSE_TABLE_H_

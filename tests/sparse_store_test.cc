@@ -1,0 +1,251 @@
+// Sparse tables on one server: placement, initial rows, row optimizers, and
+// the sync, async and ssp contract per table with exact expected rows.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/layout.h"
+#include "common/table_spec.h"
+#include "server/sparse/row_optimizer.h"
+#include "server/sparse/sparse_store.h"
+#include "server/sparse/sparse_table.h"
+
+namespace shardps {
+namespace {
+
+TableSpec Spec(RowOptimizerKind kind = RowOptimizerKind::kSgd, int dim = 2) {
+  TableSpec t;
+  t.name = "emb";
+  t.dim = dim;
+  t.init_scale = 0;  // rows start at zero: exact expected values
+  t.optimizer = kind;
+  t.lr = 1.0f;
+  return t;
+}
+
+std::string Bytes(const std::vector<int64_t>& ids) {
+  return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
+}
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+
+struct Fixture {
+  explicit Fixture(Mode mode, int workers = 2, int staleness = 0) {
+    SparseStoreOptions o;
+    o.mode = mode;
+    o.num_workers = workers;
+    o.staleness = staleness;
+    o.required_for_step = [this](int64_t) { return required; };
+    o.min_live_clock = [this] { return min_clock; };
+    required.assign(workers, true);
+    store = std::make_unique<SparseStore>(o);
+    store->Install({Spec()});
+  }
+  absl::StatusOr<wire::PushOutcome> Push(int rank, int64_t step, std::vector<int64_t> ids, std::vector<float> g) {
+    const std::string i = Bytes(ids), r = Bytes(g);
+    return store->Push(rank, step, 0, RowPayload{i, r, wire::DTYPE_FLOAT32});
+  }
+  // The pull's answer, or nullopt when it waits.
+  std::optional<absl::StatusOr<PulledRows>> Pull(int64_t step, std::vector<int64_t> ids) {
+    std::optional<absl::StatusOr<PulledRows>> got;
+    const std::string i = Bytes(ids);
+    store->Pull(0, step, 0, i, absl::InfiniteFuture(), [&](absl::StatusOr<PulledRows> r) { got = std::move(r); });
+    return got;
+  }
+  std::vector<bool> required;
+  int64_t min_clock = 0;
+  std::unique_ptr<SparseStore> store;
+};
+
+TEST_CASE("rows are spread evenly over servers by a hash of the id", "[sparse]") {
+  std::vector<int> count(4);
+  for (int64_t id = 0; id < 40000; ++id) ++count[RowServer(id * 1000003, 4)];
+  for (int c : count) CHECK(std::abs(c - 10000) < 400);
+  CHECK(RowServer(12345, 1) == 0);
+  CHECK(RowServer(-7, 3) == RowServer(-7, 3));
+}
+
+TEST_CASE("a layout carries its tables over the wire and in its hash", "[sparse]") {
+  Layout dense{{{"w", {2, 3}}}};
+  Layout with = dense;
+  with.tables.push_back(Spec(RowOptimizerKind::kLazyAdam, 16));
+  with.tables[0].vocab = 1000;
+  absl::StatusOr<Layout> back = LayoutFromProto(LayoutToProto(with));
+  REQUIRE(back.ok());
+  CHECK(*back == with);
+  CHECK(LayoutHash(with) != LayoutHash(dense));
+  Layout other = with;
+  other.tables[0].lr = 0.5f;
+  CHECK(LayoutHash(other) != LayoutHash(with));
+  Layout twice = with;
+  twice.tables.push_back(with.tables[0]);
+  CHECK(LayoutFromProto(LayoutToProto(twice)).status().code() == absl::StatusCode::kInvalidArgument);
+  Layout bad = with;
+  bad.tables[0].dim = 0;
+  CHECK(LayoutFromProto(LayoutToProto(bad)).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a new row depends only on table, id and seed", "[sparse]") {
+  TableSpec t = Spec(RowOptimizerKind::kSgd, 8);
+  t.init_scale = 0.5f;
+  std::vector<float> a(8), b(8), c(8), d(8);
+  InitialRow(t, 42, a.data());
+  InitialRow(t, 42, b.data());
+  InitialRow(t, 43, c.data());
+  t.seed = 1;
+  InitialRow(t, 42, d.data());
+  CHECK(a == b);
+  CHECK(a != c);
+  CHECK(a != d);
+  for (float x : a) CHECK(std::fabs(x) <= 0.5f);
+}
+
+TEST_CASE("row optimizers match hand-computed values", "[sparse]") {
+  const float g[2] = {3, 4};
+  SECTION("adagrad: one accumulator per element") {
+    RowOptimizerParams p{RowOptimizerKind::kAdagrad, 2, 0.5f};
+    p.adagrad_eps = 0;
+    float row[2] = {1, 1}, slots[2] = {0, 0};
+    ApplyRow(p, row, slots, g, 1.0f);
+    CHECK(slots[0] == 9);
+    CHECK(slots[1] == 16);
+    CHECK(row[0] == 0.5f);  // 1 - 0.5 * 3 / 3
+    CHECK(row[1] == 0.5f);
+  }
+  SECTION("row-wise adagrad: one accumulator, the mean of the squares") {
+    RowOptimizerParams p{RowOptimizerKind::kRowwiseAdagrad, 2, 1.0f};
+    p.rowwise_eps = 0;
+    float row[2] = {0, 0}, acc = 0;
+    const float g2[2] = {1, 7};  // mean square 25
+    ApplyRow(p, row, &acc, g2, 1.0f);
+    CHECK(acc == 25);
+    CHECK(row[0] == -0.2f);
+    CHECK(row[1] == -1.4f);
+  }
+  SECTION("lazy adam: the first step moves each element by lr") {
+    RowOptimizerParams p{RowOptimizerKind::kLazyAdam, 2, 0.25f};
+    p.adam_eps = 0;
+    float row[2] = {0, 0}, slots[5] = {0, 0, 0, 0, 0};
+    ApplyRow(p, row, slots, g, 1.0f);
+    CHECK(slots[4] == 1);  // the row's own step count
+    CHECK_THAT(row[0], Catch::Matchers::WithinAbs(-0.25, 1e-6));
+    CHECK_THAT(row[1], Catch::Matchers::WithinAbs(-0.25, 1e-6));
+  }
+}
+
+TEST_CASE("sparse sync: a step's row gradients are summed, divided by the pushes, applied once", "[sparse]") {
+  Fixture f(Mode::kSync);
+  REQUIRE(*f.Push(0, 0, {5}, {2, 4}) == wire::PUSH_BUFFERED);
+  CHECK(!f.Pull(1, {5}).has_value());  // waits for version 1
+  CHECK(*f.Push(0, 0, {5}, {2, 4}) == wire::PUSH_DUPLICATE);
+  REQUIRE(*f.Push(1, 0, {7, 5}, {6, 6, 4, 8}) == wire::PUSH_APPLIED);
+  auto got = f.Pull(1, {5, 7, 9});
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  CHECK((*got)->version == 1);
+  CHECK((*got)->rows == std::vector<float>{-3, -6, -3, -3, 0, 0});
+  // The step's empty push counts; a push for another step is refused.
+  CHECK(*f.Push(0, 1, {}, {}) == wire::PUSH_BUFFERED);
+  const auto wrong = f.Push(1, 2, {5}, {1, 1});
+  CHECK(wrong.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(*f.Push(1, 1, {5}, {2, 2}) == wire::PUSH_APPLIED);
+  CHECK((*f.Pull(2, {5}))->rows == std::vector<float>{-4, -7});
+}
+
+TEST_CASE("sparse sync: a waiting pull is answered when the step completes", "[sparse]") {
+  Fixture f(Mode::kSync);
+  std::optional<absl::StatusOr<PulledRows>> got;
+  const std::string ids = Bytes(std::vector<int64_t>{5});
+  f.store->Pull(0, 1, 0, ids, absl::InfiniteFuture(), [&](absl::StatusOr<PulledRows> r) { got = std::move(r); });
+  REQUIRE(f.Push(0, 0, {5}, {2, 2}).ok());
+  CHECK(!got.has_value());
+  REQUIRE(f.Push(1, 0, {}, {}).ok());
+  REQUIRE(got.has_value());
+  CHECK((*got)->rows == std::vector<float>{-1, -1});
+}
+
+TEST_CASE("sparse sync: a step that waits only for a dead worker completes at the tick", "[sparse]") {
+  Fixture f(Mode::kSync);
+  REQUIRE(f.Push(0, 0, {5}, {2, 2}).ok());
+  f.required = {true, false};  // worker 1 was declared dead
+  f.store->Tick(absl::Now());
+  CHECK((*f.Pull(1, {5}))->rows == std::vector<float>{-2, -2});
+}
+
+TEST_CASE("sparse async: each push applies at once, divided by the workers", "[sparse]") {
+  Fixture f(Mode::kAsync);
+  CHECK(*f.Push(0, 0, {5}, {2, 4}) == wire::PUSH_APPLIED);
+  CHECK((*f.Pull(0, {5}))->rows == std::vector<float>{-1, -2});
+  CHECK(*f.Push(1, 0, {5}, {4, 8}) == wire::PUSH_APPLIED);
+  const auto got = f.Pull(0, {5});
+  CHECK((*got)->rows == std::vector<float>{-3, -6});
+  CHECK((*got)->version == 2);
+}
+
+TEST_CASE("sparse ssp: a pull waits for the slowest worker within the staleness", "[sparse]") {
+  Fixture f(Mode::kSsp, 2, 1);
+  REQUIRE(f.Push(0, 0, {5}, {2, 2}).ok());
+  CHECK((*f.Pull(1, {5}))->rows == std::vector<float>{-1, -1});
+  std::optional<absl::StatusOr<PulledRows>> got;
+  const std::string ids = Bytes(std::vector<int64_t>{5});
+  f.store->Pull(0, 2, 0, ids, absl::InfiniteFuture(), [&](absl::StatusOr<PulledRows> r) { got = std::move(r); });
+  CHECK(!got.has_value());
+  f.min_clock = 1;
+  f.store->WakeReady();
+  CHECK(got.has_value());
+}
+
+TEST_CASE("sparse bad input is refused before any row changes", "[sparse]") {
+  Fixture f(Mode::kAsync);
+  TableSpec fixed = Spec();
+  fixed.name = "fixed";
+  fixed.vocab = 10;
+  SparseStoreOptions o;
+  o.mode = Mode::kAsync;
+  o.num_servers = 2;
+  o.server_id = 0;
+  SparseStore two(o);
+  two.Install({fixed});
+  const std::string one_id = Bytes(std::vector<int64_t>{5});
+  const std::string row = Bytes(std::vector<float>{1, 1});
+  CHECK(f.store->Push(0, 0, 3, {one_id, row}).status().code() == absl::StatusCode::kNotFound);  // unknown table
+  CHECK(f.Push(0, 0, {5}, {1, 1, 1}).status().code() == absl::StatusCode::kInvalidArgument);     // rows != ids
+  CHECK(f.store->Push(0, 0, 0, {"abc", ""}).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(f.Push(0, 0, {5}, {1, NAN}).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(f.Push(0, 0, {5}, {1, INFINITY}).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK((*f.Pull(0, {5}))->rows == std::vector<float>{0, 0});  // nothing applied
+  const std::string out_of_vocab = Bytes(std::vector<int64_t>{10});
+  const auto vocab = two.Push(0, 0, 0, {out_of_vocab, row});
+  CHECK(vocab.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(vocab.status().message()).find("outside its vocabulary [0, 10)") != std::string::npos);
+  int64_t elsewhere = 0;
+  while (RowServer(elsewhere, 2) == 0) ++elsewhere;
+  const std::string other = Bytes(std::vector<int64_t>{elsewhere});
+  CHECK(two.Push(0, 0, 0, {other, row}).status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("a table counts rows, bytes and pull sizes", "[sparse]") {
+  SparseTable t(Spec(RowOptimizerKind::kRowwiseAdagrad, 64));
+  std::vector<int64_t> ids(5000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i) * 7919;
+  std::vector<float> out(ids.size() * 64);
+  t.Read(ids.data(), ids.size(), out.data());
+  t.Read(ids.data(), ids.size(), out.data());
+  CHECK(t.rows() == 5000);
+  CHECK(t.rows_created() == 5000);
+  CHECK(t.bytes() >= 5000 * 65 * 4);
+  int visited = 0;
+  t.ForEach([&](int64_t, const float*, const float* slots) {
+    CHECK(slots[0] == 0);
+    ++visited;
+  });
+  CHECK(visited == 5000);
+}
+
+}  // namespace
+}  // namespace shardps
