@@ -60,6 +60,54 @@ std::vector<prometheus::MetricFamily> StalenessFamilies(const ServerStats& s, co
           std::move(by_tensor)};
 }
 
+// Sparse tables: one metric per table in each family.
+std::vector<prometheus::MetricFamily> TableFamilies(const ServerStats& s, const std::string& server) {
+  using T = prometheus::MetricType;
+  struct Gauge {
+    const char* name;
+    const char* help;
+    T type;
+    int64_t SparseTableStats::*field;
+  };
+  static constexpr Gauge kGauges[] = {
+      {"shardps_table_rows", "Rows of a sparse table held by this server.", T::Gauge, &SparseTableStats::rows},
+      {"shardps_table_bytes", "Bytes of a sparse table's rows, slots and index on this server.", T::Gauge,
+       &SparseTableStats::bytes},
+      {"shardps_table_rows_created_total", "Rows created on first touch.", T::Counter, &SparseTableStats::rows_created},
+      {"shardps_table_rows_pushed_total", "Row gradients accepted.", T::Counter, &SparseTableStats::rows_pushed},
+      {"shardps_table_rows_pulled_total", "Rows sent.", T::Counter, &SparseTableStats::rows_pulled},
+  };
+  std::vector<prometheus::MetricFamily> out;
+  for (const Gauge& g : kGauges) {
+    prometheus::MetricFamily f{g.name, g.help, g.type, {}};
+    for (const SparseTableStats& t : s.tables) {
+      prometheus::ClientMetric m;
+      m.label = {{"server", server}, {"table", t.name}};
+      (g.type == T::Counter ? m.counter.value : m.gauge.value) = static_cast<double>(t.*g.field);
+      f.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(f));
+  }
+  prometheus::MetricFamily sizes{"shardps_table_pull_rows", "Row pulls by the number of ids they name.",
+                                 T::Histogram, {}};
+  for (const SparseTableStats& t : s.tables) {
+    prometheus::ClientMetric m;
+    m.label = {{"server", server}, {"table", t.name}};
+    uint64_t cumulative = 0;
+    double bound = 4;  // bucket b holds sizes below 4^(b+1)
+    for (size_t b = 0; b < t.pull_size_buckets.size(); ++b, bound *= 4) {
+      cumulative += static_cast<uint64_t>(t.pull_size_buckets[b]);
+      const bool last = b + 1 == t.pull_size_buckets.size();
+      m.histogram.bucket.push_back({cumulative, last ? std::numeric_limits<double>::infinity() : bound - 1});
+    }
+    m.histogram.sample_count = cumulative;
+    m.histogram.sample_sum = static_cast<double>(t.rows_pulled);
+    sizes.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(sizes));
+  return out;
+}
+
 class StatsCollectable final : public prometheus::Collectable {
  public:
   explicit StatsCollectable(ParameterServer* core) : core_(core) {}
@@ -93,6 +141,7 @@ class StatsCollectable final : public prometheus::Collectable {
                static_cast<double>(HeapBytesInUse()), id),
     };
     for (prometheus::MetricFamily& f : StalenessFamilies(s, id)) families.push_back(std::move(f));
+    for (prometheus::MetricFamily& f : TableFamilies(s, id)) families.push_back(std::move(f));
     return families;
   }
 
