@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/key_partition.h"
+#include "common/table_spec.h"
 #include "server/safetensors.h"
 #include "server/shard_checkpoint.h"
 
@@ -56,6 +57,57 @@ absl::Status Agrees(const ShardSnapshot& first, const ShardSnapshot& shard, cons
   return absl::OkStatus();
 }
 
+// Copies server `id`'s keys into their tensors; FAILED_PRECONDITION for a
+// key that is another server's or held twice.
+absl::Status PlaceKeys(const ShardSnapshot& shard, int id, const std::string& path, MergedModel& model,
+                       std::vector<bool>& placed) {
+  absl::StatusOr<KeyMap> map = KeyMap::Build(model.layout, model.num_servers, shard.partition_bytes);
+  if (!map.ok()) return map.status();
+  if (placed.empty()) placed.assign(map->chunks().size(), false);
+  for (const KeySnapshot& k : shard.keys) {
+    const ChunkInfo* info = map->Find(k.key);
+    if (info == nullptr || info->server != id || static_cast<int64_t>(k.weights.size()) != info->length) {
+      return absl::FailedPreconditionError(absl::StrCat(path, " holds key ", KeyName(k.key), ", not server ", id, "'s"));
+    }
+    const size_t index = static_cast<size_t>(info - map->chunks().data());
+    if (placed[index]) return absl::FailedPreconditionError(absl::StrCat("key ", KeyName(k.key), " is held twice"));
+    placed[index] = true;
+    std::copy(k.weights.begin(), k.weights.end(), model.tensors[k.key.tensor].begin() + info->offset);
+  }
+  return absl::OkStatus();
+}
+
+// Appends server `id`'s rows of every table; FAILED_PRECONDITION for a row
+// that hashes to another server.
+absl::Status AddTableRows(const ShardSnapshot& shard, int id, int num_servers, const std::string& path,
+                          std::vector<std::vector<std::pair<int64_t, const float*>>>& rows) {
+  if (rows.empty()) rows.resize(shard.layout.tables.size());
+  for (size_t t = 0; t < shard.tables.size() && t < rows.size(); ++t) {
+    const TableSnapshot& s = shard.tables[t];
+    const size_t dim = static_cast<size_t>(shard.layout.tables[t].dim);
+    for (size_t r = 0; r < s.ids.size(); ++r) {
+      if (RowServer(s.ids[r], num_servers) != id) {
+        return absl::FailedPreconditionError(absl::StrCat(path, " holds row ", s.ids[r], " of table '",
+                                                          shard.layout.tables[t].name, "', not server ", id, "'s"));
+      }
+      rows[t].push_back({s.ids[r], s.rows.data() + r * dim});
+    }
+  }
+  return absl::OkStatus();
+}
+
+MergedTable SortedTable(std::vector<std::pair<int64_t, const float*>>& rows, int dim) {
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  MergedTable table;
+  table.ids.reserve(rows.size());
+  table.rows.reserve(rows.size() * static_cast<size_t>(dim));
+  for (const auto& [id, row] : rows) {
+    table.ids.push_back(id);
+    table.rows.insert(table.rows.end(), row, row + dim);
+  }
+  return table;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> CommonCheckpointSteps(const std::string& dir) {
@@ -91,37 +143,29 @@ absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<in
   MergedModel model;
   model.step = *step;
   model.num_servers = shards->num_servers;
-  std::vector<bool> placed;  // per chunk of the layout
-  ShardSnapshot first;
+  std::vector<bool> placed;         // per chunk of the layout
+  std::vector<ShardSnapshot> read;  // kept: `rows` points into them
+  std::vector<std::vector<std::pair<int64_t, const float*>>> rows;  // per table
+  read.reserve(shards->num_servers);
   for (int id = 0; id < shards->num_servers; ++id) {
     const std::string path = ShardCheckpointPath(dir, id, shards->num_servers, *step);
     absl::StatusOr<ShardSnapshot> shard = ReadShardCheckpoint(path);
     if (!shard.ok()) return shard.status();
     if (id == 0) {
-      first = *shard;
       model.layout = shard->layout;
       model.mode = ModeName(shard->mode);
       for (const TensorSpec& t : model.layout.tensors) model.tensors.emplace_back(t.NumElements());
-    } else if (absl::Status agree = Agrees(first, *shard, path); !agree.ok()) {
+    } else if (absl::Status agree = Agrees(read.front(), *shard, path); !agree.ok()) {
       return agree;
     }
-    absl::StatusOr<KeyMap> map = KeyMap::Build(model.layout, shards->num_servers, shard->partition_bytes);
-    if (!map.ok()) return map.status();
-    if (placed.empty()) placed.assign(map->chunks().size(), false);
-    for (const KeySnapshot& k : shard->keys) {
-      const ChunkInfo* info = map->Find(k.key);
-      if (info == nullptr || info->server != id || static_cast<int64_t>(k.weights.size()) != info->length) {
-        return absl::FailedPreconditionError(absl::StrCat(path, " holds key ", KeyName(k.key), ", not server ", id, "'s"));
-      }
-      const size_t index = static_cast<size_t>(info - map->chunks().data());
-      if (placed[index]) return absl::FailedPreconditionError(absl::StrCat("key ", KeyName(k.key), " is held twice"));
-      placed[index] = true;
-      std::copy(k.weights.begin(), k.weights.end(), model.tensors[k.key.tensor].begin() + info->offset);
-    }
+    read.push_back(*std::move(shard));
+    if (absl::Status s = PlaceKeys(read.back(), id, path, model, placed); !s.ok()) return s;
+    if (absl::Status s = AddTableRows(read.back(), id, shards->num_servers, path, rows); !s.ok()) return s;
   }
   for (size_t i = 0; i < placed.size(); ++i) {
     if (!placed[i]) return absl::FailedPreconditionError(absl::StrCat("no shard holds chunk ", i, " of the layout"));
   }
+  for (size_t t = 0; t < rows.size(); ++t) model.tables.push_back(SortedTable(rows[t], model.layout.tables[t].dim));
   return model;
 }
 
@@ -129,6 +173,12 @@ absl::Status WriteModel(const std::string& path, const MergedModel& model) {
   std::vector<TensorView> tensors;
   for (size_t t = 0; t < model.layout.tensors.size(); ++t) {
     tensors.push_back({model.layout.tensors[t].name, model.layout.tensors[t].dims, model.tensors[t]});
+  }
+  for (size_t t = 0; t < model.tables.size(); ++t) {
+    const TableSpec& spec = model.layout.tables[t];
+    const int64_t n = static_cast<int64_t>(model.tables[t].ids.size());
+    tensors.push_back({spec.name + ".ids", {n}, {}, model.tables[t].ids, /*is_int=*/true});
+    tensors.push_back({spec.name + ".rows", {n, spec.dim}, model.tables[t].rows});
   }
   const std::map<std::string, std::string> metadata = {
       {"format", "shardps-model-v1"},

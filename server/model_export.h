@@ -2,8 +2,9 @@
 // shard-<id>-of-<n>-step-<T>.safetensors in a directory, each key's chunk put
 // back at its place in its tensor (common/key_partition.h), written as one
 // safetensors file that other frameworks load: the layout's tensor names,
-// their true shapes, float32, and the step in the metadata. Optimizer slots
-// are left out.
+// their true shapes, float32, and the step in the metadata. A sparse table
+// becomes two tensors: "<table>.ids" (I64, ascending) and "<table>.rows"
+// (F32, ids x dim). Optimizer slots are left out.
 #ifndef SHARDPS_SERVER_MODEL_EXPORT_H_
 #define SHARDPS_SERVER_MODEL_EXPORT_H_
 
@@ -17,12 +18,18 @@
 
 namespace shardps {
 
+struct MergedTable {
+  std::vector<int64_t> ids;  // ascending
+  std::vector<float> rows;   // ids.size() x dim
+};
+
 struct MergedModel {
   Layout layout;
   int64_t step = 0;
   int num_servers = 0;
   std::string mode;
   std::vector<std::vector<float>> tensors;  // per layout tensor, all its values
+  std::vector<MergedTable> tables;          // per layout table, every server's rows
 };
 
 // The checkpointed steps that every shard in `dir` holds, ascending.

@@ -72,7 +72,9 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
       sync_(options.job.num_workers, &membership_, [this](KeyState& k, const float* mean) { Apply(k, mean); }),
       checkpointer_(options, std::move(store), &membership_, clock),
       sparse_(SparseOptions(options, &membership_)),
-      clocks_(options.job.num_workers, &membership_) {}
+      clocks_(options.job.num_workers, &membership_) {
+  checkpointer_.CaptureTablesWith([this] { return sparse_.Capture(); });
+}
 
 absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t timeline,
                                                          const std::vector<RestartedServer>& restarted) {
@@ -113,6 +115,7 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
       !restored.ok()) {
     return Refuse(restored);
   }
+  sparse_.Restore({std::move(shard->tables)}, step);
   checkpointer_.DiscardAfter(step);
   membership_.Reset(step);
   clocks_.ForgetAll();
@@ -202,6 +205,7 @@ absl::Status ParameterServerImpl::Restore() {
       !restored.ok()) {
     return restored;
   }
+  sparse_.Restore({std::move(shard->tables)}, step);
   timeline_ = shard->timeline;
   if (options_.job.mode == Mode::kAsync) {
     membership_.RestoreClocks(shard->clocks);

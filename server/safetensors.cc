@@ -64,9 +64,10 @@ class HeaderParser {
       LoadedTensor tensor;
       std::pair<int64_t, int64_t> range{-1, -1};
       if (!ParseTensor(dtype, tensor.shape, range)) return Error(absl::StrCat("bad entry ", name));
-      if (dtype != "F32") {
-        return absl::DataLossError(absl::StrCat("tensor ", name, " has dtype ", dtype, "; only F32 is read"));
+      if (dtype != "F32" && dtype != "I64") {
+        return absl::DataLossError(absl::StrCat("tensor ", name, " has dtype ", dtype, "; only F32 and I64 are read"));
       }
+      tensor.is_int = dtype == "I64";
       offsets[name] = range;
       out.tensors[name] = std::move(tensor);
     } while (Consume(','));
@@ -173,8 +174,9 @@ absl::Status WriteSafetensorsAtomically(const std::string& path,
   entries.push_back(absl::StrCat("\"__metadata__\":{", absl::StrJoin(meta, ","), "}"));
   int64_t offset = 0;
   for (const TensorView& t : tensors) {
-    const int64_t bytes = static_cast<int64_t>(t.values.size()) * 4;
-    entries.push_back(absl::StrCat(JsonString(t.name), ":{\"dtype\":\"F32\",\"shape\":[",
+    const bool ints = t.is_int || !t.ints.empty();
+    const int64_t bytes = ints ? static_cast<int64_t>(t.ints.size()) * 8 : static_cast<int64_t>(t.values.size()) * 4;
+    entries.push_back(absl::StrCat(JsonString(t.name), ":{\"dtype\":\"", ints ? "I64" : "F32", "\",\"shape\":[",
                                    absl::StrJoin(t.shape, ","), "],\"data_offsets\":[", offset,
                                    ",", offset + bytes, "]}"));
     offset += bytes;
@@ -190,7 +192,9 @@ absl::Status WriteSafetensorsAtomically(const std::string& path,
   if (status.ok()) status = WriteAll(fd, header.data(), header.size(), tmp);
   for (const TensorView& t : tensors) {
     if (!status.ok()) break;
-    status = WriteAll(fd, reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4, tmp);
+    status = t.is_int || !t.ints.empty()
+                 ? WriteAll(fd, reinterpret_cast<const char*>(t.ints.data()), t.ints.size() * 8, tmp)
+                 : WriteAll(fd, reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4, tmp);
   }
   if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("cannot fsync", tmp);
   ::close(fd);
@@ -230,12 +234,18 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
     const auto [begin, end] = offsets[name];
     int64_t count = 1;
     for (int64_t d : tensor.shape) count *= d;
-    if (begin < 0 || end < begin || (end - begin) != count * 4 ||
+    const int64_t width = tensor.is_int ? 8 : 4;
+    if (begin < 0 || end < begin || (end - begin) != count * width ||
         data_start + static_cast<size_t>(end) > bytes.size()) {
       return absl::DataLossError(absl::StrCat(path, ": tensor ", name, " has bad data offsets"));
     }
-    tensor.values.resize(count);
-    std::memcpy(tensor.values.data(), bytes.data() + data_start + begin, count * 4);
+    if (tensor.is_int) {
+      tensor.ints.resize(count);
+      std::memcpy(tensor.ints.data(), bytes.data() + data_start + begin, count * 8);
+    } else {
+      tensor.values.resize(count);
+      std::memcpy(tensor.values.data(), bytes.data() + data_start + begin, count * 4);
+    }
   }
   return file;
 }

@@ -1,4 +1,5 @@
-// Reading and writing safetensors files of float32 tensors
+// Reading and writing safetensors files of float32 tensors (and int64 ones:
+// a sparse table's ids)
 // (https://github.com/huggingface/safetensors: an 8-byte little-endian header
 // length, a JSON header, then the raw data).
 #ifndef SHARDPS_SERVER_SAFETENSORS_H_
@@ -19,11 +20,15 @@ struct TensorView {
   std::string name;
   std::vector<int64_t> shape;
   absl::Span<const float> values;
+  absl::Span<const int64_t> ints;  // written as I64 instead of `values` when not empty
+  bool is_int = false;             // I64 even when empty
 };
 
 struct LoadedTensor {
   std::vector<int64_t> shape;
-  std::vector<float> values;
+  std::vector<float> values;  // F32 tensors
+  std::vector<int64_t> ints;  // I64 tensors
+  bool is_int = false;
 };
 
 struct SafetensorsFile {
@@ -38,7 +43,7 @@ absl::Status WriteSafetensorsAtomically(const std::string& path,
                                         const std::vector<TensorView>& tensors);
 
 // NOT_FOUND when the file does not exist; DATA_LOSS when it is truncated,
-// malformed, or holds a dtype other than F32.
+// malformed, or holds a dtype other than F32 and I64.
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path);
 
 }  // namespace shardps

@@ -94,7 +94,7 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& 
       tensors.push_back({SlotName(shard.layout, k.key, static_cast<int>(s)), {n}, k.slots[s]});
     }
   }
-  const std::map<std::string, std::string> metadata = {
+  std::map<std::string, std::string> metadata = {
       {"format", kFormat},
       {"server_id", absl::StrCat(shard.server_id)},
       {"num_servers", absl::StrCat(shard.num_servers)},
@@ -109,6 +109,10 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& 
       {"clocks", absl::StrJoin(shard.clocks, ",")},
       {"versions", absl::StrJoin(versions, ";")},
   };
+  if (!shard.layout.tables.empty()) {
+    metadata["tables"] = EncodeTables(shard.layout.tables);
+    AddTableTensors(shard.layout.tables, shard.tables, tensors, metadata);
+  }
   return WriteSafetensorsAtomically(path, metadata, tensors);
 }
 
@@ -172,6 +176,14 @@ absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path) {
       k.slots.push_back(std::move(slot->second.values));
     }
     shard.keys.push_back(std::move(k));
+  }
+  if (meta.count("tables")) {
+    absl::StatusOr<std::vector<TableSpec>> tables = DecodeTables(meta.at("tables"));
+    if (!tables.ok()) return absl::DataLossError(absl::StrCat(path, ": ", tables.status().message()));
+    shard.layout.tables = *std::move(tables);
+    absl::StatusOr<std::vector<TableSnapshot>> rows = ReadTableTensors(shard.layout.tables, *file);
+    if (!rows.ok()) return absl::DataLossError(absl::StrCat(path, ": ", rows.status().message()));
+    shard.tables = *std::move(rows);
   }
   return shard;
 }

@@ -13,6 +13,7 @@
 #include "common/job_view.h"
 #include "common/key_partition.h"
 #include "common/layout.h"
+#include "server/table_checkpoint.h"
 
 namespace shardps {
 
@@ -40,6 +41,7 @@ struct ShardSnapshot {
   int64_t timeline = 0;         // rewinds applied before it was taken.
   std::vector<int64_t> clocks;  // per worker rank: steps finished (async and ssp).
   std::vector<KeySnapshot> keys;  // in key order.
+  std::vector<TableSnapshot> tables;  // one per layout.tables, in order.
 };
 
 // "<dir>/shard-<id>-of-<n>-step-<step>.safetensors".

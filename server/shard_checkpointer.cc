@@ -38,6 +38,7 @@ absl::StatusOr<std::string> ShardCheckpointer::Write(int64_t step, std::vector<K
   shard.timeline = timeline;
   shard.clocks = membership_->Clocks();
   shard.keys = std::move(keys);
+  if (capture_tables_) shard.tables = capture_tables_();
   absl::StatusOr<std::string> path = store_->Write(shard);
   if (!path.ok()) {
     spdlog::error("checkpoint of step {} failed: {}", step, std::string(path.status().message()));

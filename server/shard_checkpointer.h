@@ -8,6 +8,10 @@
 //    the slowest live worker's clock, rounded down to --checkpoint_every
 //    (faster workers' later pushes may be in it: at most the staleness
 //    bound in ssp).
+//  - Sparse tables: their rows as they stand when the file is written. In
+//    sync that can be a step or two past the dense keys' step (rows are
+//    not held back for the capture), so a rewind may apply those steps'
+//    row gradients twice.
 //  - After Init, a step-0 checkpoint, so every job has a step to return to.
 //
 // Thread-safe.
@@ -16,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +45,11 @@ class ShardCheckpointer {
                     Clock* clock);
 
   bool enabled() const { return store_ != nullptr; }
+  // Where a checkpoint's sparse tables come from (server/sparse): called as
+  // each checkpoint is written. Call before the first checkpoint; without
+  // one, checkpoints hold no rows.
+  using TableCapture = std::function<std::vector<TableSnapshot>()>;
+  void CaptureTablesWith(TableCapture capture) { capture_tables_ = std::move(capture); }
   // Steps on disk, ascending; empty when checkpoints are off.
   std::vector<int64_t> Steps() const;
   // Step of the last checkpoint written or restored; -1 if none.
@@ -78,6 +88,7 @@ class ShardCheckpointer {
   Membership* const membership_;
   Clock* const clock_;
   StepCapture capture_;
+  TableCapture capture_tables_;
   std::atomic<const KeyTable*> table_{nullptr};
   std::atomic<int64_t> last_step_{-1};
   absl::Mutex mu_;

@@ -307,4 +307,43 @@ std::vector<SparseTableStats> SparseStore::Stats() const {
   return out;
 }
 
+std::vector<TableSnapshot> SparseStore::Capture() const {
+  absl::MutexLock lock(&install_mu_);
+  std::vector<TableSnapshot> out;
+  for (const auto& t : tables_) {
+    TableSnapshot s;
+    s.version = t->version.load();
+    const int dim = t->table.dim(), slots = t->table.slot_floats();
+    s.ids.reserve(t->table.rows());
+    t->table.ForEach([&](int64_t id, const float* row, const float* slot) {
+      s.ids.push_back(id);
+      s.rows.insert(s.rows.end(), row, row + dim);
+      s.slots.insert(s.slots.end(), slot, slot + slots);
+    });
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void SparseStore::Restore(const std::vector<std::vector<TableSnapshot>>& shards, int64_t sync_step) {
+  absl::MutexLock lock(&install_mu_);
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    auto& t = tables_[i];
+    const TableSpec spec = t->table.spec();
+    t = std::make_unique<TableState>(spec, options_.num_workers);  // no row survives from before
+    int64_t version = 0;
+    const size_t dim = static_cast<size_t>(spec.dim), slots = static_cast<size_t>(t->table.slot_floats());
+    for (const std::vector<TableSnapshot>& shard : shards) {
+      if (i >= shard.size()) continue;
+      const TableSnapshot& s = shard[i];
+      version = std::max(version, s.version);
+      for (size_t r = 0; r < s.ids.size(); ++r) {
+        if (options_.num_servers > 1 && RowServer(s.ids[r], options_.num_servers) != options_.server_id) continue;
+        t->table.Put(s.ids[r], s.rows.data() + r * dim, s.slots.data() + r * slots);
+      }
+    }
+    t->version.store(options_.mode == Mode::kSync ? sync_step : version);
+  }
+}
+
 }  // namespace shardps

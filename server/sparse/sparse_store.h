@@ -97,6 +97,14 @@ class SparseStore {
 
   std::vector<SparseTableStats> Stats() const;
 
+  // Checkpoints: every table's rows and slots now, with its version; and
+  // tables put back from snapshots (of this server or of any other, with
+  // any number of servers: only the rows this server holds are kept).
+  // Restore() replaces every row; the versions become `sync_step` in sync
+  // (the checkpoint's step), the snapshots' own in async and ssp.
+  std::vector<TableSnapshot> Capture() const;
+  void Restore(const std::vector<std::vector<TableSnapshot>>& shards, int64_t sync_step);
+
  private:
   struct TableState;
   struct WaitingPull {

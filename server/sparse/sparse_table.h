@@ -21,6 +21,14 @@
 
 namespace shardps {
 
+// One server's part of one table, as a checkpoint holds it.
+struct TableSnapshot {
+  int64_t version = 0;
+  std::vector<int64_t> ids;
+  std::vector<float> rows;   // ids.size() * dim
+  std::vector<float> slots;  // ids.size() * slot floats
+};
+
 class SparseTable {
  public:
   explicit SparseTable(const TableSpec& spec);

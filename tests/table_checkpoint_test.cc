@@ -1,0 +1,196 @@
+// Sparse tables in checkpoints: a shard file holds each table's ids, rows
+// and optimizer slots bit for bit; a restore keeps the rows that hash to
+// this server whatever the server count the checkpoint came from; the merge
+// tool writes "<table>.ids" and "<table>.rows". A real server restarted
+// after SIGKILL: tests/table_restart_test.cc.
+#include <catch2/catch.hpp>
+
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "server/model_export.h"
+#include "server/safetensors.h"
+#include "server/shard_checkpoint.h"
+#include "server/sparse/sparse_store.h"
+#include "tests/temp_dir.h"
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+TableSpec Table(RowOptimizerKind kind) {
+  TableSpec t;
+  t.name = "emb";
+  t.dim = 4;
+  t.init_scale = 0.1f;
+  t.optimizer = kind;
+  t.lr = 0.1f;
+  return t;
+}
+
+std::string Bytes(const std::vector<int64_t>& ids) {
+  return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
+}
+std::string Bytes(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
+
+std::unique_ptr<SparseStore> Store(const TableSpec& spec, int server_id = 0, int num_servers = 1) {
+  SparseStoreOptions o;
+  o.mode = Mode::kAsync;
+  o.num_workers = 1;
+  o.server_id = server_id;
+  o.num_servers = num_servers;
+  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
+  o.min_live_clock = [] { return int64_t{0}; };
+  auto store = std::make_unique<SparseStore>(o);
+  store->Install({spec});
+  return store;
+}
+
+// Pushes a gradient of (id % 7 + 1) / 8 to every element of ids' rows.
+void Train(SparseStore& store, const std::vector<int64_t>& ids) {
+  std::vector<float> g;
+  for (int64_t id : ids) g.insert(g.end(), 4, static_cast<float>(id % 7 + 1) / 8);
+  REQUIRE(store.Push(0, 0, 0, RowPayload{Bytes(ids), Bytes(g), wire::DTYPE_FLOAT32}).ok());
+}
+
+std::vector<float> Rows(SparseStore& store, const std::vector<int64_t>& ids) {
+  std::optional<absl::StatusOr<PulledRows>> got;
+  store.Pull(0, 0, 0, Bytes(ids), absl::InfiniteFuture(), [&](absl::StatusOr<PulledRows> r) { got = std::move(r); });
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  return (*got)->rows;
+}
+
+ShardSnapshot Shard(const TableSpec& spec, std::vector<TableSnapshot> tables) {
+  ShardSnapshot s;
+  s.layout = SmallLayout();
+  s.layout.tables = {spec};
+  s.mode = Mode::kAsync;
+  s.partition_bytes = kSmallPartitionBytes;
+  s.optimizer = "sgd";
+  s.tables = std::move(tables);
+  return s;
+}
+
+TEST_CASE("a shard checkpoint holds each table's ids, rows and slots bit for bit", "[checkpoint][sparse]") {
+  const RowOptimizerKind kind = GENERATE(RowOptimizerKind::kSgd, RowOptimizerKind::kAdagrad,
+                                         RowOptimizerKind::kRowwiseAdagrad, RowOptimizerKind::kLazyAdam);
+  const TableSpec spec = Table(kind);
+  auto store = Store(spec);
+  Train(*store, {3, -9, 1LL << 40, 3});
+  const std::vector<TableSnapshot> before = store->Capture();
+  REQUIRE(before.size() == 1);
+  REQUIRE(before[0].ids.size() == 3);
+  CHECK(before[0].slots.size() == 3 * static_cast<size_t>(RowSlotFloats(kind, 4)));
+
+  const std::string path = TempDir("tables") + "/shard.safetensors";
+  REQUIRE(WriteShardCheckpoint(path, Shard(spec, before)).ok());
+  absl::StatusOr<ShardSnapshot> read = ReadShardCheckpoint(path);
+  REQUIRE(read.ok());
+  CHECK(read->layout.tables == std::vector<TableSpec>{spec});
+  REQUIRE(read->tables.size() == 1);
+  CHECK(read->tables[0].ids == before[0].ids);
+  CHECK(read->tables[0].version == before[0].version);
+  CHECK(std::memcmp(read->tables[0].rows.data(), before[0].rows.data(), before[0].rows.size() * 4) == 0);
+  CHECK(std::memcmp(read->tables[0].slots.data(), before[0].slots.data(), before[0].slots.size() * 4) == 0);
+
+  // Restored into a new store, training goes on exactly as in the old one.
+  auto again = Store(spec);
+  again->Restore({read->tables}, 0);
+  Train(*store, {3, 5});
+  Train(*again, {3, 5});
+  CHECK(Rows(*again, {3, 5, -9}) == Rows(*store, {3, 5, -9}));
+}
+
+TEST_CASE("a table with no rows yet, and a table file that disagrees with itself", "[checkpoint][sparse]") {
+  const TableSpec spec = Table(RowOptimizerKind::kAdagrad);
+  const std::string dir = TempDir("tables");
+  REQUIRE(WriteShardCheckpoint(dir + "/empty.safetensors", Shard(spec, Store(spec)->Capture())).ok());
+  absl::StatusOr<ShardSnapshot> empty = ReadShardCheckpoint(dir + "/empty.safetensors");
+  REQUIRE(empty.ok());
+  CHECK(empty->tables.at(0).ids.empty());
+
+  TableSnapshot bad;
+  bad.ids = {1, 2};
+  bad.rows = std::vector<float>(4, 0.5f);  // one row of 4 for two ids
+  bad.slots = std::vector<float>(8, 0.0f);
+  REQUIRE(WriteShardCheckpoint(dir + "/bad.safetensors", Shard(spec, {bad})).ok());
+  absl::StatusOr<ShardSnapshot> refused = ReadShardCheckpoint(dir + "/bad.safetensors");
+  REQUIRE(refused.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Matchers::Contains("emb.rows"));
+}
+
+TEST_CASE("a restore onto another server count keeps the rows that hash to each server", "[checkpoint][sparse]") {
+  const TableSpec spec = Table(RowOptimizerKind::kRowwiseAdagrad);
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; id < 300; ++id) ids.push_back(id * 7919);
+  auto one = Store(spec);  // the job ran on one server
+  Train(*one, ids);
+  const std::vector<TableSnapshot> saved = one->Capture();
+  const std::vector<float> want = Rows(*one, ids);
+
+  // Now on three servers: each keeps its rows, and together they hold all.
+  size_t held = 0;
+  for (int s = 0; s < 3; ++s) {
+    auto store = Store(spec, s, 3);
+    store->Restore({saved}, 0);
+    const std::vector<TableSnapshot> kept = store->Capture();
+    held += kept[0].ids.size();
+    for (int64_t id : kept[0].ids) CHECK(RowServer(id, 3) == s);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (RowServer(ids[i], 3) != s) continue;
+      const std::vector<float> row = Rows(*store, {ids[i]});
+      CHECK(std::memcmp(row.data(), want.data() + i * 4, 16) == 0);
+    }
+  }
+  CHECK(held == ids.size());
+}
+
+TEST_CASE("the merge tool writes a table as <table>.ids and <table>.rows", "[checkpoint][sparse]") {
+  const TableSpec spec = Table(RowOptimizerKind::kAdagrad);
+  const std::string dir = TempDir("merge");
+  std::vector<int64_t> all;
+  for (int64_t id = 40; id > 0; --id) all.push_back(id * 1000003);
+  std::map<int64_t, std::vector<float>> want;  // id -> its row on its server
+  for (int s = 0; s < 2; ++s) {
+    auto store = Store(spec, s, 2);
+    std::vector<int64_t> mine;
+    for (int64_t id : all) {
+      if (RowServer(id, 2) == s) mine.push_back(id);
+    }
+    Train(*store, mine);
+    for (int64_t id : mine) want[id] = Rows(*store, {id});
+    ShardSnapshot shard = Shard(spec, store->Capture());
+    shard.server_id = s;
+    shard.num_servers = 2;
+    absl::StatusOr<KeyMap> map = KeyMap::Build(shard.layout, 2, kSmallPartitionBytes);
+    REQUIRE(map.ok());
+    for (const ChunkInfo& c : map->chunks()) {
+      if (c.server == s) shard.keys.push_back({c.key, 0, std::vector<float>(c.length, 1.0f), {}});
+    }
+    REQUIRE(WriteShardCheckpoint(ShardCheckpointPath(dir, s, 2, 0), shard).ok());
+  }
+  absl::StatusOr<MergedModel> model = MergeShards(dir, std::nullopt);
+  REQUIRE(model.ok());
+  REQUIRE(model->tables.size() == 1);
+  std::vector<int64_t> sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(model->tables[0].ids == sorted);
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    CHECK(std::vector<float>(model->tables[0].rows.begin() + 4 * i, model->tables[0].rows.begin() + 4 * i + 4) ==
+          want.at(sorted[i]));
+  }
+  REQUIRE(WriteModel(dir + "/model.safetensors", *model).ok());
+  absl::StatusOr<SafetensorsFile> file = ReadSafetensors(dir + "/model.safetensors");
+  REQUIRE(file.ok());
+  CHECK(file->tensors.at("emb.ids").ints == sorted);
+  CHECK(file->tensors.at("emb.rows").shape == std::vector<int64_t>{40, 4});
+  CHECK(file->tensors.at("emb.rows").values == model->tables[0].rows);
+  CHECK(file->tensors.count("emb.slots") == 0);  // optimizer slots stay out of a model
+}
+
+}  // namespace
+}  // namespace shardps::testing
