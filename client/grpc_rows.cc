@@ -61,8 +61,10 @@ void GrpcPsClient::PushRowsAsync(int64_t step, uint32_t table, const int64_t* id
   const bool sync = options_.job.mode == Mode::kSync;
   std::vector<std::pair<int, std::shared_ptr<wire::PushRowsRequest>>> reqs;
   for (int s = 0; s < servers; ++s) {
+    // Every server hears from every worker each step, with no ids where it
+    // has none: a sync step needs it, and in async and ssp a server with no
+    // dense keys counts the workers' clocks by it.
     const size_t begin = plan.server_begin[s], count = plan.server_begin[s + 1] - begin;
-    if (count == 0 && !sync) continue;  // only a sync step needs every server to hear from every worker
     if (count > limit && sync) {
       return done(absl::ResourceExhaustedError(absl::StrCat(
           "push of ", count, " rows of table ", table, " to server ", s, " is over the message limit of ",

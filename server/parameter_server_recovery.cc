@@ -73,7 +73,12 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
       checkpointer_(options, std::move(store), &membership_, clock),
       sparse_(SparseOptions(options, &membership_)),
       clocks_(options.job.num_workers, &membership_) {
-  checkpointer_.CaptureTablesWith([this] { return sparse_.Capture(); });
+  checkpointer_.CaptureTablesWith([this](int64_t step) { sparse_.ArmCapture(step); },
+                                  [this](int64_t step) {
+                                    return options_.job.mode == Mode::kSync ? sparse_.CaptureAt(step)
+                                                                            : sparse_.Capture();
+                                  },
+                                  [this] { return sparse_.MinVersion(); });
 }
 
 absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t timeline,

@@ -15,6 +15,12 @@ absl::StatusOr<wire::PushOutcome> ParameterServerImpl::PushRows(uint64_t session
   const absl::Time start = clock_->Now();
   absl::StatusOr<wire::PushOutcome> outcome = sparse_.Push(*rank, step, table, grads);
   if (!outcome.ok()) return Refuse(outcome.status());
+  if (options_.job.mode != Mode::kSync && table_->size() == 0 && *outcome != wire::PUSH_DUPLICATE) {
+    // A server of rows and no dense keys: a worker's push of rows for a
+    // step finishes that step here (its clock, for ssp and checkpoints).
+    membership_.AdvanceClock(*rank, step + 1);
+    sparse_.WakeReady();
+  }
   pushes_.fetch_add(1);
   bytes_pushed_.fetch_add(static_cast<int64_t>(grads.ids.size() + grads.rows.size()));
   apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(clock_->Now() - start));

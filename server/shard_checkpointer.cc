@@ -19,6 +19,7 @@ std::vector<int64_t> ShardCheckpointer::Steps() const { return store_ ? store_->
 
 void ShardCheckpointer::Attach(const KeyTable* table, int64_t step, int64_t timeline, bool write_now) {
   capture_.Cancel();
+  tables_target_ = StepCapture::kNone;
   table_ = table;
   last_step_ = step;
   if (enabled() && write_now) (void)Write(step, table->Capture(), timeline);
@@ -38,7 +39,7 @@ absl::StatusOr<std::string> ShardCheckpointer::Write(int64_t step, std::vector<K
   shard.timeline = timeline;
   shard.clocks = membership_->Clocks();
   shard.keys = std::move(keys);
-  if (capture_tables_) shard.tables = capture_tables_();
+  if (capture_tables_) shard.tables = capture_tables_(step);
   absl::StatusOr<std::string> path = store_->Write(shard);
   if (!path.ok()) {
     spdlog::error("checkpoint of step {} failed: {}", step, std::string(path.status().message()));
@@ -66,8 +67,26 @@ void ShardCheckpointer::Tick(int64_t timeline) {
     time_due = clock_->Now() - last_write_ >= options_.checkpoint_every_interval;
   }
   if (options_.job.mode != Mode::kSync) return TickByClock(time_due, timeline);
+  if (table_.load()->size() == 0 && tables_step_ && tables_step_() >= 0) return TickSyncTables(time_due, timeline);
   if (auto complete = capture_.TakeComplete()) (void)Write(complete->first, std::move(complete->second), timeline);
   TickSync(time_due);
+}
+
+void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
+  const int64_t at = tables_step_();
+  if (tables_target_ == StepCapture::kNone) {
+    int64_t next = StepCapture::kNone;
+    const int64_t every = options_.checkpoint_every_steps;
+    if (every > 0) next = (std::max<int64_t>(last_step_, 0) / every + 1) * every;
+    if (time_due) next = std::min(next, at + 1);
+    if (next == StepCapture::kNone) return;
+    tables_target_ = next;
+    arm_tables_(next);
+  }
+  if (at >= tables_target_) {
+    (void)Write(tables_target_, {}, timeline);
+    tables_target_ = StepCapture::kNone;
+  }
 }
 
 void ShardCheckpointer::TickSync(bool time_due) {
@@ -80,6 +99,8 @@ void ShardCheckpointer::TickSync(bool time_due) {
   if (!capture_.Arm(table, next)) {
     spdlog::warn("checkpoint of step {} skipped: keys were already past it", next);
     last_step_ = next;
+  } else if (arm_tables_) {
+    arm_tables_(next);
   }
 }
 

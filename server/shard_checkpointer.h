@@ -8,10 +8,9 @@
 //    the slowest live worker's clock, rounded down to --checkpoint_every
 //    (faster workers' later pushes may be in it: at most the staleness
 //    bound in ssp).
-//  - Sparse tables: their rows as they stand when the file is written. In
-//    sync that can be a step or two past the dense keys' step (rows are
-//    not held back for the capture), so a rewind may apply those steps'
-//    row gradients twice.
+//  - Sparse tables: in sync, each table as its step completes (armed with
+//    the keys' capture; a table already past the step when the capture is
+//    armed is taken as it stands); in async and ssp, as they stand.
 //  - After Init, a step-0 checkpoint, so every job has a step to return to.
 //
 // Thread-safe.
@@ -45,11 +44,20 @@ class ShardCheckpointer {
                     Clock* clock);
 
   bool enabled() const { return store_ != nullptr; }
-  // Where a checkpoint's sparse tables come from (server/sparse): called as
-  // each checkpoint is written. Call before the first checkpoint; without
-  // one, checkpoints hold no rows.
-  using TableCapture = std::function<std::vector<TableSnapshot>()>;
-  void CaptureTablesWith(TableCapture capture) { capture_tables_ = std::move(capture); }
+  // Where a checkpoint's sparse tables come from (server/sparse): `arm`
+  // when a sync checkpoint of a step is armed, `capture` as the checkpoint
+  // of that step is written. Call before the first checkpoint; without
+  // them, checkpoints hold no rows.
+  // `step`: the sync step every table has completed (-1: no tables); a
+  // server that holds rows but no dense keys checkpoints by it.
+  using TableArm = std::function<void(int64_t step)>;
+  using TableCapture = std::function<std::vector<TableSnapshot>(int64_t step)>;
+  using TableStep = std::function<int64_t()>;
+  void CaptureTablesWith(TableArm arm, TableCapture capture, TableStep step) {
+    arm_tables_ = std::move(arm);
+    capture_tables_ = std::move(capture);
+    tables_step_ = std::move(step);
+  }
   // Steps on disk, ascending; empty when checkpoints are off.
   std::vector<int64_t> Steps() const;
   // Step of the last checkpoint written or restored; -1 if none.
@@ -81,6 +89,8 @@ class ShardCheckpointer {
   // async and ssp: the slowest live worker's clock (the largest when none is live).
   int64_t WorkerStep();
   void TickSync(bool time_due);
+  // TickSync for a shard of rows and no dense keys: by the tables' step.
+  void TickSyncTables(bool time_due, int64_t timeline);
   void TickByClock(bool time_due, int64_t timeline);
 
   const ServerOptions options_;
@@ -88,7 +98,10 @@ class ShardCheckpointer {
   Membership* const membership_;
   Clock* const clock_;
   StepCapture capture_;
+  TableArm arm_tables_;
   TableCapture capture_tables_;
+  TableStep tables_step_;
+  std::atomic<int64_t> tables_target_{StepCapture::kNone};  // keyless sync shard: the step armed
   std::atomic<const KeyTable*> table_{nullptr};
   std::atomic<int64_t> last_step_{-1};
   absl::Mutex mu_;

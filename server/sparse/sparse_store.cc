@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,9 @@ struct SparseStore::TableState {
   // sync: the gradients of step `version` so far, by rank.
   std::vector<std::optional<RowGrads>> pending ABSL_GUARDED_BY(mu);
   std::vector<int64_t> last_pushed ABSL_GUARDED_BY(mu);  // sync: each rank's last step pushed
+  // sync checkpoints: the step to snapshot as it completes, and the snapshot.
+  int64_t capture_at ABSL_GUARDED_BY(mu) = -1;
+  std::optional<TableSnapshot> captured ABSL_GUARDED_BY(mu);
   std::atomic<int64_t> pushes{0}, pulls{0}, rows_pushed{0}, rows_pulled{0};
   std::atomic<int64_t> pull_sizes[kPullSizeBuckets] = {};
 };
@@ -188,6 +192,10 @@ bool SparseStore::CompleteIfReady(TableState& t) {
   }
   t.table.Apply(ids.data(), ids.size(), sums.data(), 1.0f / static_cast<float>(pushed));
   t.version.store(step + 1);
+  if (t.capture_at == step + 1) {
+    t.captured = Snapshot(t);
+    t.capture_at = -1;
+  }
   return true;
 }
 
@@ -307,20 +315,62 @@ std::vector<SparseTableStats> SparseStore::Stats() const {
   return out;
 }
 
+int64_t SparseStore::MinVersion() const {
+  absl::MutexLock lock(&install_mu_);
+  if (tables_.empty()) return -1;
+  int64_t v = std::numeric_limits<int64_t>::max();
+  for (const auto& t : tables_) v = std::min(v, t->version.load());
+  return v;
+}
+
+TableSnapshot SparseStore::Snapshot(TableState& t) {
+  TableSnapshot s;
+  s.version = t.version.load();
+  const int dim = t.table.dim(), slots = t.table.slot_floats();
+  s.ids.reserve(t.table.rows());
+  s.rows.reserve(t.table.rows() * static_cast<size_t>(dim));
+  s.slots.reserve(t.table.rows() * static_cast<size_t>(slots));
+  t.table.ForEach([&](int64_t id, const float* row, const float* slot) {
+    s.ids.push_back(id);
+    s.rows.insert(s.rows.end(), row, row + dim);
+    s.slots.insert(s.slots.end(), slot, slot + slots);
+  });
+  return s;
+}
+
 std::vector<TableSnapshot> SparseStore::Capture() const {
   absl::MutexLock lock(&install_mu_);
   std::vector<TableSnapshot> out;
+  for (const auto& t : tables_) out.push_back(Snapshot(*t));
+  return out;
+}
+
+void SparseStore::ArmCapture(int64_t step) {
+  absl::MutexLock lock(&install_mu_);
   for (const auto& t : tables_) {
-    TableSnapshot s;
-    s.version = t->version.load();
-    const int dim = t->table.dim(), slots = t->table.slot_floats();
-    s.ids.reserve(t->table.rows());
-    t->table.ForEach([&](int64_t id, const float* row, const float* slot) {
-      s.ids.push_back(id);
-      s.rows.insert(s.rows.end(), row, row + dim);
-      s.slots.insert(s.slots.end(), slot, slot + slots);
-    });
-    out.push_back(std::move(s));
+    absl::MutexLock table(&t->mu);
+    t->captured.reset();
+    t->capture_at = -1;
+    const int64_t version = t->version.load();
+    if (version == step) {
+      t->captured = Snapshot(*t);
+    } else if (version < step) {
+      t->capture_at = step;
+    }
+  }
+}
+
+std::vector<TableSnapshot> SparseStore::CaptureAt(int64_t step) {
+  absl::MutexLock lock(&install_mu_);
+  std::vector<TableSnapshot> out;
+  for (const auto& t : tables_) {
+    absl::MutexLock table(&t->mu);
+    if (t->captured.has_value() && t->captured->version == step) {
+      out.push_back(*std::move(t->captured));
+    } else {
+      out.push_back(Snapshot(*t));
+    }
+    t->captured.reset();
   }
   return out;
 }

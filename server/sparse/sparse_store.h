@@ -96,6 +96,9 @@ class SparseStore {
   void Shutdown();
 
   std::vector<SparseTableStats> Stats() const;
+  // The smallest table version (sync: steps every table completed); -1
+  // when there are no tables.
+  int64_t MinVersion() const;
 
   // Checkpoints: every table's rows and slots now, with its version; and
   // tables put back from snapshots (of this server or of any other, with
@@ -103,6 +106,12 @@ class SparseStore {
   // Restore() replaces every row; the versions become `sync_step` in sync
   // (the checkpoint's step), the snapshots' own in async and ssp.
   std::vector<TableSnapshot> Capture() const;
+  // Sync: snapshots each table as its step `step` completes (now if it is
+  // there), for CaptureAt(step); a table already past it is missed.
+  void ArmCapture(int64_t step);
+  // Each table's snapshot of `step` when ArmCapture caught it, else as it
+  // is now (a step or more ahead).
+  std::vector<TableSnapshot> CaptureAt(int64_t step);
   void Restore(const std::vector<std::vector<TableSnapshot>>& shards, int64_t sync_step);
 
  private:
@@ -126,6 +135,7 @@ class SparseStore {
   // REQUIRES: t.mu held.
   bool CompleteIfReady(TableState& t);
   bool Ready(const WaitingPull& pull) const;
+  static TableSnapshot Snapshot(TableState& t);
   void Answer(WaitingPull& pull);
 
   const SparseStoreOptions options_;
