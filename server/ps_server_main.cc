@@ -52,6 +52,9 @@ ABSL_FLAG(int64_t, lr_step_size, 1000, "step schedule: steps between decays.");
 ABSL_FLAG(double, lr_gamma, 0.1, "step schedule: decay factor.");
 ABSL_FLAG(int64_t, lr_total_steps, 10000, "cosine schedule: steps from lr down to lr_min.");
 ABSL_FLAG(double, lr_min, 0.0, "cosine schedule: final learning rate.");
+ABSL_FLAG(int64_t, row_ttl_steps, 0,
+          "Sparse tables: drop rows not read or updated for this many steps (they come back as new rows if "
+          "seen again); 0: keep every row.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for shard checkpoints; empty: none. Restored on start.");
 ABSL_FLAG(int64_t, checkpoint_every, 0,
           "Write a checkpoint every this many steps (0: not by steps). A sync or ssp job that loses a server "
@@ -130,6 +133,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.optimizer.schedule.min_lr = absl::GetFlag(FLAGS_lr_min);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every);
+  o.row_ttl_steps = absl::GetFlag(FLAGS_row_ttl_steps);
   o.checkpoint_every_interval = absl::GetFlag(FLAGS_checkpoint_every_seconds);
   o.checkpoints_to_keep = absl::GetFlag(FLAGS_checkpoints_to_keep);
   o.worker_timeout = absl::GetFlag(FLAGS_worker_timeout);

@@ -74,6 +74,8 @@ std::vector<prometheus::MetricFamily> TableFamilies(const ServerStats& s, const 
       {"shardps_table_bytes", "Bytes of a sparse table's rows, slots and index on this server.", T::Gauge,
        &SparseTableStats::bytes},
       {"shardps_table_rows_created_total", "Rows created on first touch.", T::Counter, &SparseTableStats::rows_created},
+      {"shardps_table_rows_evicted_total", "Rows dropped after --row_ttl_steps untouched.", T::Counter,
+       &SparseTableStats::rows_evicted},
       {"shardps_table_rows_pushed_total", "Row gradients accepted.", T::Counter, &SparseTableStats::rows_pushed},
       {"shardps_table_rows_pulled_total", "Rows sent.", T::Counter, &SparseTableStats::rows_pulled},
   };

@@ -63,6 +63,8 @@ struct ServerOptions {
   // not run (stopped or starved); it is not counted as workers' silence.
   absl::Duration pause_threshold = absl::Seconds(1);
 
+  int64_t row_ttl_steps = 0;  // sparse tables: rows untouched this many steps are dropped; 0: never.
+
   std::string checkpoint_dir;          // empty: no checkpoints.
   int64_t checkpoint_every_steps = 0;  // 0: not by steps.
   absl::Duration checkpoint_every_interval = absl::ZeroDuration();  // zero: not by time.

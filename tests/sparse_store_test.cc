@@ -35,8 +35,9 @@ std::string Bytes(const std::vector<float>& v) {
 }
 
 struct Fixture {
-  explicit Fixture(Mode mode, int workers = 2, int staleness = 0) {
+  explicit Fixture(Mode mode, int workers = 2, int staleness = 0, int64_t ttl = 0) {
     SparseStoreOptions o;
+    o.row_ttl_steps = ttl;
     o.mode = mode;
     o.num_workers = workers;
     o.staleness = staleness;
@@ -245,6 +246,24 @@ TEST_CASE("a table counts rows, bytes and pull sizes", "[sparse]") {
     ++visited;
   });
   CHECK(visited == 5000);
+}
+
+TEST_CASE("rows untouched for --row_ttl_steps are evicted, and come back as new rows", "[sparse]") {
+  Fixture f(Mode::kAsync, 1, 0, /*ttl=*/4);
+  REQUIRE(f.Push(0, 0, {1, 2}, {2, 2, 2, 2}).ok());
+  for (int64_t step = 1; step <= 3; ++step) REQUIRE(f.Push(0, step, {2}, {1, 1}).ok());
+  f.store->Tick(absl::Now());
+  CHECK(f.store->Stats()[0].rows_evicted == 0);  // step 3: nothing is 4 steps old
+  REQUIRE(f.Pull(6, {2}).has_value());           // a read touches row 2 at step 6
+  f.store->Tick(absl::Now());
+  std::vector<SparseTableStats> st = f.store->Stats();
+  CHECK(st[0].rows == 1);  // row 1, last touched at step 0, is gone
+  CHECK(st[0].rows_evicted == 1);
+  auto back = f.Pull(7, {1, 2});
+  REQUIRE(back.has_value());
+  REQUIRE(back->ok());
+  CHECK((*back)->rows == std::vector<float>{0, 0, -5, -5});  // row 1 new again; row 2 kept its updates
+  CHECK(f.store->Stats()[0].rows_created == 3);
 }
 
 }  // namespace

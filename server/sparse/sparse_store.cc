@@ -44,6 +44,8 @@ struct SparseStore::TableState {
   int64_t capture_at ABSL_GUARDED_BY(mu) = -1;
   std::optional<TableSnapshot> captured ABSL_GUARDED_BY(mu);
   std::atomic<int64_t> pushes{0}, pulls{0}, rows_pushed{0}, rows_pulled{0};
+  // Eviction: the largest step a request named, and that of the last sweep.
+  std::atomic<int64_t> step_seen{0}, swept_at{0};
   std::atomic<int64_t> pull_sizes[kPullSizeBuckets] = {};
 };
 
@@ -131,6 +133,7 @@ absl::StatusOr<wire::PushOutcome> SparseStore::Push(int rank, int64_t step, uint
   absl::StatusOr<std::vector<float>> rows = DecodeRows(**t, ids->size(), grads);
   if (!rows.ok()) return rows.status();
   TableState& state = **t;
+  NoteStep(state, step);
   state.pushes.fetch_add(1, std::memory_order_relaxed);
   state.rows_pushed.fetch_add(static_cast<int64_t>(ids->size()), std::memory_order_relaxed);
   if (options_.mode == Mode::kSync) return PushSync(state, rank, step, *std::move(ids), *std::move(rows));
@@ -230,6 +233,7 @@ void SparseStore::Pull(int rank, int64_t step, uint32_t table, absl::string_view
   if (!t.ok()) return done(t.status());
   absl::StatusOr<std::vector<int64_t>> ids = DecodeIds(**t, id_bytes);
   if (!ids.ok()) return done(ids.status());
+  NoteStep(**t, step);
   WaitingPull pull{table, step, *std::move(ids), deadline, std::move(done)};
   {
     absl::MutexLock lock(&waiting_mu_);
@@ -258,6 +262,26 @@ void SparseStore::WakeReady() {
   for (WaitingPull& p : ready) Answer(p);
 }
 
+void SparseStore::NoteStep(TableState& t, int64_t step) {
+  int64_t seen = t.step_seen.load(std::memory_order_relaxed);
+  while (step > seen && !t.step_seen.compare_exchange_weak(seen, step, std::memory_order_relaxed)) {
+  }
+  t.table.TouchAt(std::max(seen, step));
+}
+
+void SparseStore::EvictExpired() {
+  const int64_t ttl = options_.row_ttl_steps;
+  if (ttl <= 0) return;
+  absl::MutexLock lock(&install_mu_);
+  for (auto& t : tables_) {
+    const int64_t now = t->step_seen.load();
+    // A sweep visits every row: at most every ttl/4 steps.
+    if (now - t->swept_at.load() < std::max<int64_t>(1, ttl / 4) || now <= ttl) continue;
+    t->swept_at = now;
+    t->table.Evict(now - ttl);
+  }
+}
+
 void SparseStore::Tick(absl::Time now) {
   if (options_.mode == Mode::kSync) {
     absl::MutexLock lock(&install_mu_);
@@ -266,6 +290,7 @@ void SparseStore::Tick(absl::Time now) {
       CompleteIfReady(*t);
     }
   }
+  EvictExpired();
   WakeReady();
   std::vector<WaitingPull> expired;
   {
@@ -304,6 +329,7 @@ std::vector<SparseTableStats> SparseStore::Stats() const {
     s.rows = t->table.rows();
     s.bytes = t->table.bytes();
     s.rows_created = t->table.rows_created();
+    s.rows_evicted = t->table.rows_evicted();
     s.pushes = t->pushes.load();
     s.pulls = t->pulls.load();
     s.rows_pushed = t->rows_pushed.load();
@@ -381,6 +407,8 @@ void SparseStore::Restore(const std::vector<std::vector<TableSnapshot>>& shards,
     auto& t = tables_[i];
     const TableSpec spec = t->table.spec();
     t = std::make_unique<TableState>(spec, options_.num_workers);  // no row survives from before
+    t->step_seen = t->swept_at = sync_step;
+    t->table.TouchAt(sync_step);  // restored rows start a fresh time to live
     int64_t version = 0;
     const size_t dim = static_cast<size_t>(spec.dim), slots = static_cast<size_t>(t->table.slot_floats());
     for (const std::vector<TableSnapshot>& shard : shards) {

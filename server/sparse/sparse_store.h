@@ -51,7 +51,7 @@ struct PulledRows {
 
 struct SparseTableStats {
   std::string name;
-  int64_t rows = 0, bytes = 0, rows_created = 0;
+  int64_t rows = 0, bytes = 0, rows_created = 0, rows_evicted = 0;
   int64_t pushes = 0, pulls = 0, rows_pushed = 0, rows_pulled = 0;
   int64_t version = 0;
   // Pulls by rows asked for: bucket b counts sizes in [4^b, 4^(b+1)), b < 11;
@@ -65,6 +65,9 @@ struct SparseStoreOptions {
   int num_workers = 1;
   int server_id = 0;
   int num_servers = 1;
+  // Rows untouched (not read, created or updated) for this many steps are
+  // dropped at Tick(); 0 keeps every row.
+  int64_t row_ttl_steps = 0;
   // Ranks that must push a sync step (Membership::RequiredForStep).
   std::function<std::vector<bool>(int64_t step)> required_for_step;
   // The slowest live worker's clock (Membership::MinLiveClock), for ssp.
@@ -89,7 +92,8 @@ class SparseStore {
   void Pull(int rank, int64_t step, uint32_t table, absl::string_view ids, absl::Time deadline, RowsDone done);
 
   // Completes sync steps that no longer wait for anyone (a worker died),
-  // answers pulls that became ready, expires those past their deadline.
+  // answers pulls that became ready, expires those past their deadline,
+  // evicts rows past their time to live.
   void Tick(absl::Time now);
   // Answers pulls that became ready (ssp: a worker's clock moved).
   void WakeReady();
@@ -136,6 +140,10 @@ class SparseStore {
   bool CompleteIfReady(TableState& t);
   bool Ready(const WaitingPull& pull) const;
   static TableSnapshot Snapshot(TableState& t);
+  // A request named `step`: rows it touches are touched at the largest
+  // step seen.
+  static void NoteStep(TableState& t, int64_t step);
+  void EvictExpired();
   void Answer(WaitingPull& pull);
 
   const SparseStoreOptions options_;

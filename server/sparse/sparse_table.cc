@@ -21,20 +21,47 @@ SparseTable::SparseTable(const TableSpec& spec)
       params_(ParamsOf(spec)) {}
 
 float* SparseTable::RowOf(Stripe& s, int64_t id) {
-  auto [it, inserted] = s.index.try_emplace(id, s.used);
-  const uint32_t r = it->second;
-  float* row = nullptr;
-  if (inserted) {
-    if (r % kRowsPerSlab == 0) s.slabs.emplace_back(new float[kRowsPerSlab * stride_]);
-    ++s.used;
-    row = s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
-    InitialRow(spec_, id, row);
-    std::memset(row + spec_.dim, 0, slots_ * sizeof(float));
-    rows_.fetch_add(1, std::memory_order_relaxed);
-    created_.fetch_add(1, std::memory_order_relaxed);
-    return row;
+  const int32_t now = touch_step_.load(std::memory_order_relaxed);
+  if (auto it = s.index.find(id); it != s.index.end()) {
+    s.touched[it->second] = now;
+    return s.slabs[it->second / kRowsPerSlab].get() + (it->second % kRowsPerSlab) * stride_;
   }
-  return s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
+  uint32_t r;
+  if (!s.free.empty()) {
+    r = s.free.back();
+    s.free.pop_back();
+  } else {
+    r = s.used++;
+    if (r % kRowsPerSlab == 0) s.slabs.emplace_back(new float[kRowsPerSlab * stride_]);
+    s.touched.push_back(now);
+  }
+  s.index.emplace(id, r);
+  s.touched[r] = now;
+  float* row = s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
+  InitialRow(spec_, id, row);
+  std::memset(row + spec_.dim, 0, slots_ * sizeof(float));
+  rows_.fetch_add(1, std::memory_order_relaxed);
+  created_.fetch_add(1, std::memory_order_relaxed);
+  return row;
+}
+
+int64_t SparseTable::Evict(int64_t step) {
+  int64_t dropped = 0;
+  for (Stripe& s : stripes_) {
+    absl::MutexLock lock(&s.mu);
+    for (auto it = s.index.begin(); it != s.index.end();) {
+      if (s.touched[it->second] >= step) {
+        ++it;
+        continue;
+      }
+      s.free.push_back(it->second);
+      s.index.erase(it++);
+      ++dropped;
+    }
+  }
+  rows_.fetch_sub(dropped, std::memory_order_relaxed);
+  evicted_.fetch_add(dropped, std::memory_order_relaxed);
+  return dropped;
 }
 
 void SparseTable::GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32_t>& order,
@@ -105,6 +132,7 @@ int64_t SparseTable::bytes() const {
   for (const Stripe& s : stripes_) {
     absl::MutexLock lock(&s.mu);
     total += static_cast<int64_t>(s.slabs.size()) * kRowsPerSlab * stride_ * sizeof(float);
+    total += static_cast<int64_t>(s.touched.capacity() * sizeof(int32_t) + s.free.capacity() * sizeof(uint32_t));
     // flat_hash_map: one slot (16 bytes) and one control byte per bucket.
     total += static_cast<int64_t>(s.index.capacity()) * (sizeof(std::pair<int64_t, uint32_t>) + 1);
   }

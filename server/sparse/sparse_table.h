@@ -50,8 +50,16 @@ class SparseTable {
   void ForEach(const std::function<void(int64_t id, const float* row, const float* slots)>& fn);
   void Put(int64_t id, const float* row, const float* slots);
 
+  // Eviction (--row_ttl_steps): rows read, updated, created or put back
+  // from now on are touched at `step`; Evict() drops the rows last touched
+  // before `step` and returns how many. A dropped row's place is reused,
+  // and the row comes back as new (InitialRow) if its id is seen again.
+  void TouchAt(int64_t step) { touch_step_.store(static_cast<int32_t>(step), std::memory_order_relaxed); }
+  int64_t Evict(int64_t step);
+
   int64_t rows() const { return rows_.load(std::memory_order_relaxed); }
   int64_t rows_created() const { return created_.load(std::memory_order_relaxed); }
+  int64_t rows_evicted() const { return evicted_.load(std::memory_order_relaxed); }
   // Bytes held: slabs, and the maps' slots and control bytes.
   int64_t bytes() const;
 
@@ -64,6 +72,8 @@ class SparseTable {
     mutable absl::Mutex mu;
     absl::flat_hash_map<int64_t, uint32_t> index ABSL_GUARDED_BY(mu);
     std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
+    std::vector<int32_t> touched ABSL_GUARDED_BY(mu);  // per row place: the step it was last touched
+    std::vector<uint32_t> free ABSL_GUARDED_BY(mu);    // places of evicted rows
     uint32_t used ABSL_GUARDED_BY(mu) = 0;
   };
 
@@ -82,7 +92,8 @@ class SparseTable {
   const size_t stride_;  // floats per row: dim + slots
   const RowOptimizerParams params_;
   std::array<Stripe, kStripes> stripes_;
-  std::atomic<int64_t> rows_{0}, created_{0};
+  std::atomic<int64_t> rows_{0}, created_{0}, evicted_{0};
+  std::atomic<int32_t> touch_step_{0};
 };
 
 }  // namespace shardps
