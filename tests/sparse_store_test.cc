@@ -266,5 +266,24 @@ TEST_CASE("rows untouched for --row_ttl_steps are evicted, and come back as new 
   CHECK(f.store->Stats()[0].rows_created == 3);
 }
 
+TEST_CASE("sparse async AdaGrad: a push is 1/N of a step, as for dense keys", "[sparse]") {
+  SparseStoreOptions o;
+  o.mode = Mode::kAsync;
+  o.num_workers = 2;
+  o.required_for_step = [](int64_t) { return std::vector<bool>{true, true}; };
+  o.min_live_clock = [] { return int64_t{0}; };
+  SparseStore store(o);
+  TableSpec spec = Spec(RowOptimizerKind::kAdagrad);
+  store.Install({spec});
+  const std::string ids = Bytes(std::vector<int64_t>{9});
+  const std::string g = Bytes(std::vector<float>{2, 2});
+  for (int rank = 0; rank < 2; ++rank) REQUIRE(store.Push(rank, 0, 0, RowPayload{ids, g, wire::DTYPE_FLOAT32}).ok());
+  const std::vector<TableSnapshot> snap = store.Capture();
+  // Each push adds g^2 / 2: after both, one sync step's g^2.
+  CHECK(snap[0].slots == std::vector<float>{4, 4});
+  // Steps of lr/2: 0.5 * 2 / sqrt(2) then 0.5 * 2 / 2.
+  CHECK_THAT(snap[0].rows[0], Catch::Matchers::WithinAbs(-(1 / std::sqrt(2.0) + 0.5), 1e-6));
+}
+
 }  // namespace
 }  // namespace shardps

@@ -28,8 +28,14 @@ struct RowOptimizerParams {
 };
 
 // row -= update(grad * grad_scale); `slots` holds RowSlotFloats() floats,
-// zero for a new row.
-void ApplyRow(const RowOptimizerParams& p, float* row, float* slots, const float* grad, float grad_scale);
+// zero for a new row. `lr_share`: this update's share of a step (async and
+// ssp: 1 / num_workers, each push being one worker's part): it scales the
+// learning rate and the squares AdaGrad accumulates, as the dense
+// optimizers do (server/optimizer.cc): N pushes of one gradient leave
+// AdaGrad's accumulator where one sync step of it would, each moving the
+// row by 1/N of the learning rate's step.
+void ApplyRow(const RowOptimizerParams& p, float* row, float* slots, const float* grad, float grad_scale,
+              float lr_share = 1.0f);
 
 }  // namespace shardps
 

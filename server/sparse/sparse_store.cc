@@ -137,7 +137,9 @@ absl::StatusOr<wire::PushOutcome> SparseStore::Push(int rank, int64_t step, uint
   state.pushes.fetch_add(1, std::memory_order_relaxed);
   state.rows_pushed.fetch_add(static_cast<int64_t>(ids->size()), std::memory_order_relaxed);
   if (options_.mode == Mode::kSync) return PushSync(state, rank, step, *std::move(ids), *std::move(rows));
-  state.table.Apply(ids->data(), ids->size(), rows->data(), 1.0f / static_cast<float>(options_.num_workers));
+  // One worker's push is 1/N of a step: the learning rate (and AdaGrad's
+  // accumulation) scaled by it, as for dense keys.
+  state.table.Apply(ids->data(), ids->size(), rows->data(), 1.0f, 1.0f / static_cast<float>(options_.num_workers));
   state.version.fetch_add(1);
   return wire::PUSH_APPLIED;
 }

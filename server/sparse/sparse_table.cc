@@ -99,11 +99,11 @@ void SparseTable::Read(const int64_t* ids, size_t n, float* out) {
   });
 }
 
-void SparseTable::Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale) {
+void SparseTable::Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale, float lr_share) {
   const size_t dim = static_cast<size_t>(spec_.dim);
   ForStripes(ids, n, [&](Stripe& s, size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     float* row = RowOf(s, ids[i]);
-    ApplyRow(params_, row, row + dim, grads + i * dim, grad_scale);
+    ApplyRow(params_, row, row + dim, grads + i * dim, grad_scale, lr_share);
   });
 }
 

@@ -42,8 +42,9 @@ class SparseTable {
   // Copies the rows of ids[0..n) into out[i * dim], creating missing ones.
   void Read(const int64_t* ids, size_t n, float* out);
   // Applies grads[i * dim] times `grad_scale` to row ids[i] with the
-  // table's optimizer. The ids must be distinct.
-  void Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale);
+  // table's optimizer, as `lr_share` of a step (row_optimizer.h). The ids
+  // must be distinct.
+  void Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale, float lr_share = 1.0f);
 
   // Checkpoints: every row with its slots, stripe by stripe (each locked
   // while it is visited); and a row put back as it was.
