@@ -127,7 +127,7 @@ absl::StatusOr<std::vector<int64_t>> CommonCheckpointSteps(const std::string& di
   return common;
 }
 
-absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<int64_t> step) {
+absl::StatusOr<std::vector<ShardSnapshot>> ReadShards(const std::string& dir, std::optional<int64_t> step) {
   absl::StatusOr<ShardFiles> shards = FindShards(dir);
   if (!shards.ok()) return shards.status();
   absl::StatusOr<std::vector<int64_t>> common = CommonCheckpointSteps(dir);
@@ -140,27 +140,35 @@ absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<in
     return absl::NotFoundError(absl::StrCat("not every server has a checkpoint of step ", *step, " in ", dir,
                                             "; every one has [", absl::StrJoin(*common, ", "), "]"));
   }
-  MergedModel model;
-  model.step = *step;
-  model.num_servers = shards->num_servers;
-  std::vector<bool> placed;         // per chunk of the layout
-  std::vector<ShardSnapshot> read;  // kept: `rows` points into them
-  std::vector<std::vector<std::pair<int64_t, const float*>>> rows;  // per table
+  std::vector<ShardSnapshot> read;
   read.reserve(shards->num_servers);
   for (int id = 0; id < shards->num_servers; ++id) {
     const std::string path = ShardCheckpointPath(dir, id, shards->num_servers, *step);
     absl::StatusOr<ShardSnapshot> shard = ReadShardCheckpoint(path);
     if (!shard.ok()) return shard.status();
-    if (id == 0) {
-      model.layout = shard->layout;
-      model.mode = ModeName(shard->mode);
-      for (const TensorSpec& t : model.layout.tensors) model.tensors.emplace_back(t.NumElements());
-    } else if (absl::Status agree = Agrees(read.front(), *shard, path); !agree.ok()) {
-      return agree;
+    if (id > 0) {
+      if (absl::Status agree = Agrees(read.front(), *shard, path); !agree.ok()) return agree;
     }
     read.push_back(*std::move(shard));
-    if (absl::Status s = PlaceKeys(read.back(), id, path, model, placed); !s.ok()) return s;
-    if (absl::Status s = AddTableRows(read.back(), id, shards->num_servers, path, rows); !s.ok()) return s;
+  }
+  return read;
+}
+
+absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<int64_t> step) {
+  absl::StatusOr<std::vector<ShardSnapshot>> read = ReadShards(dir, step);
+  if (!read.ok()) return read.status();
+  MergedModel model;
+  model.step = read->front().step;
+  model.num_servers = static_cast<int>(read->size());
+  model.layout = read->front().layout;
+  model.mode = ModeName(read->front().mode);
+  for (const TensorSpec& t : model.layout.tensors) model.tensors.emplace_back(t.NumElements());
+  std::vector<bool> placed;  // per chunk of the layout
+  std::vector<std::vector<std::pair<int64_t, const float*>>> rows;  // per table, pointing into *read
+  for (int id = 0; id < model.num_servers; ++id) {
+    const std::string path = ShardCheckpointPath(dir, id, model.num_servers, model.step);
+    if (absl::Status s = PlaceKeys((*read)[id], id, path, model, placed); !s.ok()) return s;
+    if (absl::Status s = AddTableRows((*read)[id], id, model.num_servers, path, rows); !s.ok()) return s;
   }
   for (size_t i = 0; i < placed.size(); ++i) {
     if (!placed[i]) return absl::FailedPreconditionError(absl::StrCat("no shard holds chunk ", i, " of the layout"));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/layout.h"
+#include "server/shard_checkpoint.h"
 
 namespace shardps {
 
@@ -34,6 +35,10 @@ struct MergedModel {
 
 // The checkpointed steps that every shard in `dir` holds, ascending.
 absl::StatusOr<std::vector<int64_t>> CommonCheckpointSteps(const std::string& dir);
+
+// Every server's shard of `step` (the newest step every shard holds when
+// empty), in server order, checked to agree (layout, mode, chunk size).
+absl::StatusOr<std::vector<ShardSnapshot>> ReadShards(const std::string& dir, std::optional<int64_t> step);
 
 // Merges the shards of `step` (the newest step every shard holds when
 // empty). NOT_FOUND when there are no shards or no such step;

@@ -1,7 +1,8 @@
 // Sparse tables in checkpoints: a shard file holds each table's ids, rows
 // and optimizer slots bit for bit; a restore keeps the rows that hash to
 // this server whatever the server count the checkpoint came from; the merge
-// tool writes "<table>.ids" and "<table>.rows". A real server restarted
+// tool writes "<table>.ids" and "<table>.rows"; a checkpoint resharded
+// for another server count holds the same model. A real server restarted
 // after SIGKILL: tests/table_restart_test.cc.
 #include <catch2/catch.hpp>
 
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/model_export.h"
+#include "server/reshard.h"
 #include "server/safetensors.h"
 #include "server/shard_checkpoint.h"
 #include "server/sparse/sparse_store.h"
@@ -190,6 +192,72 @@ TEST_CASE("the merge tool writes a table as <table>.ids and <table>.rows", "[che
   CHECK(file->tensors.at("emb.rows").shape == std::vector<int64_t>{40, 4});
   CHECK(file->tensors.at("emb.rows").values == model->tables[0].rows);
   CHECK(file->tensors.count("emb.slots") == 0);  // optimizer slots stay out of a model
+}
+
+TEST_CASE("a checkpoint of 2 servers resharded for 3: the same model, each key and row where it belongs",
+          "[checkpoint][sparse]") {
+  const TableSpec spec = Table(RowOptimizerKind::kAdagrad);
+  const std::string dir = TempDir("reshard-from"), out = TempDir("reshard-to");
+  std::map<int64_t, std::pair<std::vector<float>, std::vector<float>>> want;  // id -> row, slots
+  for (int s = 0; s < 2; ++s) {
+    auto store = Store(spec, s, 2);
+    std::vector<int64_t> mine;
+    for (int64_t id = 1; id <= 60; ++id) {
+      if (RowServer(id * 7777, 2) == s) mine.push_back(id * 7777);
+    }
+    Train(*store, mine);
+    ShardSnapshot shard = Shard(spec, store->Capture());
+    shard.server_id = s;
+    shard.num_servers = 2;
+    shard.step = 9;
+    for (size_t r = 0; r < shard.tables[0].ids.size(); ++r) {
+      const auto& t = shard.tables[0];
+      want[t.ids[r]] = {std::vector<float>(t.rows.begin() + 4 * r, t.rows.begin() + 4 * r + 4),
+                        std::vector<float>(t.slots.begin() + 4 * r, t.slots.begin() + 4 * r + 4)};
+    }
+    absl::StatusOr<KeyMap> map = KeyMap::Build(shard.layout, 2, kSmallPartitionBytes);
+    REQUIRE(map.ok());
+    for (const ChunkInfo& c : map->chunks()) {
+      if (c.server != s) continue;
+      KeySnapshot k{c.key, 9, std::vector<float>(c.length), {std::vector<float>(c.length)}};
+      for (int64_t i = 0; i < c.length; ++i) {
+        k.weights[i] = static_cast<float>(c.key.tensor * 100 + c.offset + i);
+        k.slots[0][i] = 2 * k.weights[i];  // a slot each key's weights predict
+      }
+      shard.keys.push_back(std::move(k));
+    }
+    REQUIRE(WriteShardCheckpoint(ShardCheckpointPath(dir, s, 2, 9), shard).ok());
+  }
+  absl::StatusOr<int64_t> step = ReshardCheckpoint(dir, std::nullopt, 3, out);
+  REQUIRE(step.ok());
+  CHECK(*step == 9);
+
+  // The merge checks that every key and row is held by the server it
+  // belongs to, once; the model is the same.
+  absl::StatusOr<MergedModel> before = MergeShards(dir, std::nullopt), after = MergeShards(out, std::nullopt);
+  REQUIRE(before.ok());
+  REQUIRE(after.ok());
+  CHECK(after->num_servers == 3);
+  CHECK(after->tensors == before->tensors);
+  CHECK(after->tables[0].ids == before->tables[0].ids);
+  CHECK(after->tables[0].rows == before->tables[0].rows);
+  size_t rows = 0;
+  for (int s = 0; s < 3; ++s) {
+    absl::StatusOr<ShardSnapshot> shard = ReadShardCheckpoint(ShardCheckpointPath(out, s, 3, 9));
+    REQUIRE(shard.ok());
+    for (const KeySnapshot& k : shard->keys) {
+      REQUIRE(k.slots.size() == 1);
+      for (size_t i = 0; i < k.weights.size(); ++i) CHECK(k.slots[0][i] == 2 * k.weights[i]);
+      CHECK(k.version == 9);
+    }
+    const TableSnapshot& t = shard->tables.at(0);
+    for (size_t r = 0; r < t.ids.size(); ++r, ++rows) {
+      CHECK(std::vector<float>(t.slots.begin() + 4 * r, t.slots.begin() + 4 * r + 4) == want.at(t.ids[r]).second);
+    }
+  }
+  CHECK(rows == want.size());
+  CHECK(ReshardCheckpoint(dir, std::nullopt, 0, TempDir("none")).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(ReshardCheckpoint(dir, std::nullopt, 3, dir).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The operator tools on a real job: 2 ps_server processes and a ps_worker
 # (with a job token), then shardps_admin status | checkpoint | stop on both
-# servers, and shardps_ckpt list | merge, whose model Python's safetensors
-# package loads and checks against the shards (tests/check_merged_model.py);
+# servers, and shardps_ckpt list | merge | reshard, whose model Python's
+# safetensors package loads and checks against the shards
+# (tests/check_merged_model.py);
 # then deploy/ps_launch --tls=mutual.
 # Prints a Catch2-style summary line for tools/test.
 set -uo pipefail
@@ -74,6 +75,16 @@ if "$bin/tools/shardps_ckpt" merge --dir="$work/checkpoints" --step=20 --out="$w
 fi
 grep -q "every one has \[40, 60\]" "$work/merge.err" || { cat "$work/merge.err"; fail "merge error"; }
 pass "merge of a step not kept names the steps there are"
+
+"$bin/tools/shardps_ckpt" reshard --dir="$work/checkpoints" --servers=3 --out="$work/resharded" > /dev/null || fail "reshard"
+for s in 0 1 2; do
+  [ -f "$work/resharded/shard-$s-of-3-step-60.safetensors" ] || fail "reshard: no shard $s of 3"
+done
+"$bin/tools/shardps_ckpt" merge --dir="$work/resharded" --out="$work/model3.safetensors" > /dev/null || fail "merge of 3"
+"$python" "$runfiles/tests/check_merged_model.py" "$work/model3.safetensors" "$work/checkpoints" 60 \
+  "1.dense/w=784x256,1.dense/b=256,3.dense/w=256x128,3.dense/b=128,5.dense/w=128x10,5.dense/b=10" ||
+  fail "the resharded checkpoint's model differs from the 2 servers'"
+pass "reshard: step 60 for 3 servers, whose merged model is the 2 servers'"
 
 $admin stop --flagfile="$work/job.flags" > /dev/null || fail "stop"
 for s in 0 1; do

@@ -5,10 +5,12 @@
 //    t, their gradients are summed in rank order, divided by the number of
 //    pushes, applied once, and the table's version becomes t + 1; a pull of
 //    step t waits for version t.
-//  - async: each push is applied at once, its gradient divided by the
-//    number of workers (as a sync step divides the sum); pulls never wait.
+//  - async: each push is applied at once as 1/N of a step (N workers): the
+//    learning rate and AdaGrad's accumulation scaled by 1/N, as for dense
+//    keys (row_optimizer.h); pulls never wait.
 //  - ssp: pushes as async; a pull at clock c waits until the slowest live
-//    worker's clock is at least c - staleness (the dense clocks).
+//    worker's clock is at least c - staleness (the dense clocks; a server
+//    with no dense keys counts a worker's step by its push of rows).
 // Bad input (unknown table, ids outside the vocabulary or not held here, a
 // row count that disagrees with the payload, NaN or Inf) is refused before
 // any row changes.
