@@ -111,11 +111,18 @@ class GrpcPsClient final : public PsClient {
   // Records a request's time in line and in flight on the trace.
   void TraceTransfer(const char* what, int server, uint32_t first_tensor, int64_t step, int64_t bytes,
                      absl::Time queued, absl::Time sent) const;
-  void HeartbeatLoop(absl::Time start);
+  void HeartbeatLoop(absl::Time start);  // heartbeats due from `start` on
   // The dim of `table`, or INVALID_ARGUMENT naming the layout's tables.
   absl::StatusOr<int> TableDim(uint32_t table) const;
-  // Sends one PushRows request to server `s`.
-  void SendRows(int s, std::shared_ptr<wire::PushRowsRequest> req, std::shared_ptr<Fanout> fanout);  // heartbeats due from `start` on
+  // Sends one PushRows request to server `s` (its turn in the push queue
+  // has come; `finished` gives the turn back).
+  void SendRows(int s, std::shared_ptr<wire::PushRowsRequest> req, std::shared_ptr<Fanout> fanout,
+                std::function<void()> finished);
+  // Sends one PullRows request to server `s` for `values` floats into `out`
+  // (inside `pulled`, kept alive), as the pull queue starts it.
+  void SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> req, float* out, size_t values, wire::DType dtype,
+                    std::shared_ptr<Fanout> fanout, std::shared_ptr<std::vector<float>> pulled,
+                    std::function<void()> finished);
 
   const ClientOptions options_;
   RealClock real_clock_;

@@ -1,7 +1,10 @@
 // GrpcPsClient: pushes and pulls of sparse tables' rows (ps_client.h,
 // PushRowsAsync and PullRowsAsync). A batch's ids are planned once
 // (client/row_batches.h); each server then gets one request per table (more
-// only past the message size limit), all in parallel.
+// only past the message size limit). The requests take their turn in the
+// transfer queues beside the dense ones (client/transfer_queue.h): a pull of
+// rows ahead of the step's dense tensors, as embeddings feed a model's first
+// layers, and a push of rows after them, as backward reaches embeddings last.
 #include <algorithm>
 #include <cstring>
 
@@ -84,10 +87,19 @@ void GrpcPsClient::PushRowsAsync(int64_t step, uint32_t table, const int64_t* id
   }
   if (reqs.empty()) return done(absl::OkStatus());
   auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs.size()), std::move(done));
-  for (auto& [s, req] : reqs) SendRows(s, std::move(req), fanout);
+  for (auto& [s, req] : reqs) {
+    TransferPriority priority = PriorityOf(step, 0, s);
+    priority.order = static_cast<int64_t>(options_.layout.tensors.size() + table);  // after the dense tensors
+    const int64_t bytes = static_cast<int64_t>(req->ids().size() + req->rows().size());
+    push_queue_.Submit(priority, bytes,
+                       [this, s = s, req = std::move(req), fanout](std::function<void()> finished) mutable {
+                         SendRows(s, std::move(req), std::move(fanout), std::move(finished));
+                       });
+  }
 }
 
-void GrpcPsClient::SendRows(int s, std::shared_ptr<wire::PushRowsRequest> req, std::shared_ptr<Fanout> fanout) {
+void GrpcPsClient::SendRows(int s, std::shared_ptr<wire::PushRowsRequest> req, std::shared_ptr<Fanout> fanout,
+                            std::function<void()> finished) {
   auto resp = std::make_shared<wire::PushRowsResponse>();
   CallSpec spec = TransferSpec("push of rows", options_.push_timeout);
   spec.lane = Lane::kPushes;
@@ -97,7 +109,10 @@ void GrpcPsClient::SendRows(int s, std::shared_ptr<wire::PushRowsRequest> req, s
         req->set_session_id(session);
         stub.proto->async()->PushRows(ctx, req.get(), resp.get(), std::move(cb));
       },
-      [fanout, resp](absl::Status st) { fanout->Finish(st); });
+      [fanout, resp, finished = std::move(finished)](absl::Status st) {
+        finished();
+        fanout->Finish(st);
+      });
 }
 
 void GrpcPsClient::PullRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows,
@@ -125,34 +140,47 @@ void GrpcPsClient::PullRowsAsync(int64_t step, uint32_t table, const int64_t* id
         if (st.ok()) ScatterRows(*plan, pulled->data(), dim, rows);
         done(st);
       });
+  const int64_t order = static_cast<int64_t>(table) - static_cast<int64_t>(options_.layout.tables.size());
   for (const Part& p : parts) {
     auto req = std::make_shared<wire::PullRowsRequest>();
     req->set_step(step);
     req->set_table(table);
     req->set_dtype(dtype);
     req->set_ids(reinterpret_cast<const char*>(plan->ids.data() + p.begin), p.count * sizeof(int64_t));
-    auto resp = std::make_shared<wire::PullRowsResponse>();
     const size_t values = p.count * *dim;
     float* out = pulled->data() + p.begin * *dim;
-    connections_[p.server]->Call(
-        TransferSpec("pull of rows", options_.pull_timeout),
-        [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
-          req->set_session_id(session);
-          stub.proto->async()->PullRows(ctx, req.get(), resp.get(), std::move(cb));
-        },
-        [fanout, resp, out, values, dtype, pulled, s = p.server](absl::Status st) {
-          if (st.ok() && resp->rows().size() != values * ValueBytes(dtype)) {
-            st = absl::InternalError(absl::StrCat("server ", s, " answered ", resp->rows().size(),
-                                                  " bytes of rows; want ", values * ValueBytes(dtype)));
-          }
-          if (st.ok() && dtype == wire::DTYPE_BFLOAT16) {
-            FromBfloat16(resp->rows().data(), static_cast<int64_t>(values), out);
-          } else if (st.ok()) {
-            std::memcpy(out, resp->rows().data(), values * sizeof(float));
-          }
-          fanout->Finish(st);
-        });
+    TransferPriority priority = PriorityOf(step, 0, p.server);
+    priority.order = order;  // ahead of the dense tensors
+    pull_queue_.Submit(priority, static_cast<int64_t>(values * ValueBytes(dtype)),
+                       [this, req, out, values, dtype, fanout, pulled, s = p.server](std::function<void()> finished) {
+                         SendRowsPull(s, req, out, values, dtype, fanout, pulled, std::move(finished));
+                       });
   }
+}
+
+void GrpcPsClient::SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> req, float* out, size_t values,
+                                wire::DType dtype, std::shared_ptr<Fanout> fanout,
+                                std::shared_ptr<std::vector<float>> pulled, std::function<void()> finished) {
+  auto resp = std::make_shared<wire::PullRowsResponse>();
+  connections_[s]->Call(
+      TransferSpec("pull of rows", options_.pull_timeout),
+      [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
+        req->set_session_id(session);
+        stub.proto->async()->PullRows(ctx, req.get(), resp.get(), std::move(cb));
+      },
+      [fanout, resp, out, values, dtype, pulled, s, finished = std::move(finished)](absl::Status st) {
+        finished();
+        if (st.ok() && resp->rows().size() != values * ValueBytes(dtype)) {
+          st = absl::InternalError(absl::StrCat("server ", s, " answered ", resp->rows().size(),
+                                                " bytes of rows; want ", values * ValueBytes(dtype)));
+        }
+        if (st.ok() && dtype == wire::DTYPE_BFLOAT16) {
+          FromBfloat16(resp->rows().data(), static_cast<int64_t>(values), out);
+        } else if (st.ok()) {
+          std::memcpy(out, resp->rows().data(), values * sizeof(float));
+        }
+        fanout->Finish(st);
+      });
 }
 
 }  // namespace shardps
