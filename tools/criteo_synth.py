@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Synthetic click logs in the Criteo Kaggle/Terabyte TSV format:
 
     label \\t I1 .. I13 \\t C1 .. C26
