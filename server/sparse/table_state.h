@@ -1,0 +1,58 @@
+// Internal to server/sparse/sparse_store*.cc: the state SparseStore keeps
+// per table (its rows, its sync step under way, its checkpoint capture and
+// its counters).
+#ifndef SHARDPS_SERVER_SPARSE_TABLE_STATE_H_
+#define SHARDPS_SERVER_SPARSE_TABLE_STATE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/sparse/sparse_store.h"
+#include "server/sparse/sparse_table.h"
+
+namespace shardps {
+
+inline constexpr int kPullSizeBuckets = 11;
+
+// The bucket of a pull of n ids: [0, 4), [4, 16), ... (powers of 4).
+inline int PullSizeBucket(size_t n) {
+  int b = 0;
+  while (n >= 4 && b + 1 < kPullSizeBuckets) {
+    n /= 4;
+    ++b;
+  }
+  return b;
+}
+
+struct SparseStore::TableState {
+  explicit TableState(const TableSpec& spec, int num_workers)
+      : table(spec), pending(num_workers), last_pushed(num_workers, -1) {}
+
+  struct RowGrads {
+    std::vector<int64_t> ids;
+    std::vector<float> grads;
+  };
+
+  SparseTable table;
+  absl::Mutex mu;
+  std::atomic<int64_t> version{0};  // sync: steps applied; async, ssp: pushes applied
+  // sync: the gradients of step `version` so far, by rank.
+  std::vector<std::optional<RowGrads>> pending ABSL_GUARDED_BY(mu);
+  std::vector<int64_t> last_pushed ABSL_GUARDED_BY(mu);  // sync: each rank's last step pushed
+  // sync checkpoints: the step to snapshot as it completes, and the snapshot.
+  int64_t capture_at ABSL_GUARDED_BY(mu) = -1;
+  std::optional<TableSnapshot> captured ABSL_GUARDED_BY(mu);
+  std::atomic<int64_t> pushes{0}, pulls{0}, rows_pushed{0}, rows_pulled{0};
+  // Eviction: the largest step a request named, and that of the last sweep.
+  std::atomic<int64_t> step_seen{0}, swept_at{0};
+  std::atomic<int64_t> pull_sizes[kPullSizeBuckets] = {};
+};
+
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_SPARSE_TABLE_STATE_H_
