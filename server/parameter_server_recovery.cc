@@ -21,6 +21,7 @@ SparseStoreOptions SparseOptions(const ServerOptions& o, Membership* membership)
   s.server_id = o.server_id;
   s.num_servers = o.job.num_servers;
   s.row_ttl_steps = o.row_ttl_steps;
+  s.row_admit_count = o.row_admit_count;
   s.required_for_step = [membership](int64_t step) { return membership->RequiredForStep(step); };
   s.min_live_clock = [membership] { return membership->MinLiveClock(); };
   return s;
@@ -48,6 +49,7 @@ absl::Status ValidateOptions(const ServerOptions& o) {
   }
   if (o.worker_timeout <= absl::ZeroDuration()) return bad("worker_timeout must be positive");
   if (o.checkpoint_every_steps < 0) return bad("checkpoint_every_steps must be >= 0");
+  if (o.row_admit_count < 0) return bad("row_admit_count is ", o.row_admit_count, "; want >= 0");
   if (o.row_ttl_steps < 0) return bad("row_ttl_steps is ", o.row_ttl_steps, "; want >= 0 (0: keep every row)");
   if (j.mode == Mode::kSync && o.momentum_lookahead > 0) {
     return bad("momentum_lookahead is ", o.momentum_lookahead, "; sync has no stale pushes to lead (want auto or none)");

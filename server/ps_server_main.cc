@@ -55,6 +55,9 @@ ABSL_FLAG(double, lr_min, 0.0, "cosine schedule: final learning rate.");
 ABSL_FLAG(int64_t, row_ttl_steps, 0,
           "Sparse tables: drop rows not read or updated for this many steps (they come back as new rows if "
           "seen again); 0: keep every row.");
+ABSL_FLAG(int, row_admit_count, 0,
+          "Sparse tables: store a row only once its id has been pushed this many times; before that it reads as "
+          "its initial row and its gradients are dropped (0 or 1: store every row at first touch).");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Directory for shard checkpoints; empty: none. Restored on start.");
 ABSL_FLAG(int64_t, checkpoint_every, 0,
           "Write a checkpoint every this many steps (0: not by steps). A sync or ssp job that loses a server "
@@ -134,6 +137,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every);
   o.row_ttl_steps = absl::GetFlag(FLAGS_row_ttl_steps);
+  o.row_admit_count = absl::GetFlag(FLAGS_row_admit_count);
   o.checkpoint_every_interval = absl::GetFlag(FLAGS_checkpoint_every_seconds);
   o.checkpoints_to_keep = absl::GetFlag(FLAGS_checkpoints_to_keep);
   o.worker_timeout = absl::GetFlag(FLAGS_worker_timeout);

@@ -76,6 +76,8 @@ std::vector<prometheus::MetricFamily> TableFamilies(const ServerStats& s, const 
       {"shardps_table_rows_created_total", "Rows created on first touch.", T::Counter, &SparseTableStats::rows_created},
       {"shardps_table_rows_evicted_total", "Rows dropped after --row_ttl_steps untouched.", T::Counter,
        &SparseTableStats::rows_evicted},
+      {"shardps_table_ids_waiting", "Ids pushed but not yet stored (--row_admit_count).", T::Gauge,
+       &SparseTableStats::ids_waiting},
       {"shardps_table_rows_pushed_total", "Row gradients accepted.", T::Counter, &SparseTableStats::rows_pushed},
       {"shardps_table_rows_pulled_total", "Rows sent.", T::Counter, &SparseTableStats::rows_pulled},
   };

@@ -64,6 +64,7 @@ struct ServerOptions {
   absl::Duration pause_threshold = absl::Seconds(1);
 
   int64_t row_ttl_steps = 0;  // sparse tables: rows untouched this many steps are dropped; 0: never.
+  int row_admit_count = 0;    // sparse tables: a row is stored at its id's Kth push; 0, 1: at first touch.
 
   std::string checkpoint_dir;          // empty: no checkpoints.
   int64_t checkpoint_every_steps = 0;  // 0: not by steps.

@@ -173,5 +173,19 @@ TEST_CASE_METHOD(RawRows, "sparse bad input: a clear status each, nothing applie
   CHECK(Row(1) == std::vector<float>{-1, -1});
 }
 
+TEST_CASE("a server refuses a negative --row_ttl_steps or --row_admit_count, naming it", "[sparse]") {
+  ManualClock clock;
+  ServerOptions ttl = SyncOptions(1, 1);
+  ttl.row_ttl_steps = -1;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> a = ParameterServer::Create(ttl, &clock);
+  REQUIRE(a.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(a.status().message()), Catch::Contains("row_ttl_steps is -1"));
+  ServerOptions admit = SyncOptions(1, 1);
+  admit.row_admit_count = -2;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> b = ParameterServer::Create(admit, &clock);
+  REQUIRE(b.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(b.status().message()), Catch::Contains("row_admit_count is -2"));
+}
+
 }  // namespace
 }  // namespace shardps::testing

@@ -35,9 +35,10 @@ std::string Bytes(const std::vector<float>& v) {
 }
 
 struct Fixture {
-  explicit Fixture(Mode mode, int workers = 2, int staleness = 0, int64_t ttl = 0) {
+  explicit Fixture(Mode mode, int workers = 2, int staleness = 0, int64_t ttl = 0, int admit = 0) {
     SparseStoreOptions o;
     o.row_ttl_steps = ttl;
+    o.row_admit_count = admit;
     o.mode = mode;
     o.num_workers = workers;
     o.staleness = staleness;
@@ -283,6 +284,27 @@ TEST_CASE("sparse async AdaGrad: a push is 1/N of a step, as for dense keys", "[
   CHECK(snap[0].slots == std::vector<float>{4, 4});
   // Steps of lr/2: 0.5 * 2 / sqrt(2) then 0.5 * 2 / 2.
   CHECK_THAT(snap[0].rows[0], Catch::Matchers::WithinAbs(-(1 / std::sqrt(2.0) + 0.5), 1e-6));
+}
+
+TEST_CASE("with --row_admit_count, a row is stored at its id's Kth push and reads as new before", "[sparse]") {
+  Fixture f(Mode::kAsync, 1, 0, /*ttl=*/0, /*admit=*/3);
+  REQUIRE(f.Push(0, 0, {4, 8}, {1, 1, 1, 1}).ok());
+  REQUIRE(f.Push(0, 1, {4}, {2, 2}).ok());
+  auto before = f.Pull(2, {4, 8});
+  REQUIRE(before.has_value());
+  REQUIRE(before->ok());
+  CHECK((*before)->rows == std::vector<float>{0, 0, 0, 0});  // initial rows: two pushes dropped
+  std::vector<SparseTableStats> st = f.store->Stats();
+  CHECK(st[0].rows == 0);  // a pull stores nothing either
+  CHECK(st[0].ids_waiting == 2);
+  REQUIRE(f.Push(0, 2, {4}, {3, 3}).ok());  // id 4's third push: stored, this gradient applied
+  auto after = f.Pull(3, {4, 8});
+  REQUIRE(after.has_value());
+  REQUIRE(after->ok());
+  CHECK((*after)->rows == std::vector<float>{-3, -3, 0, 0});
+  st = f.store->Stats();
+  CHECK(st[0].rows == 1);
+  CHECK(st[0].ids_waiting == 1);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ SparseStore::~SparseStore() { Shutdown(); }
 void SparseStore::Install(const std::vector<TableSpec>& tables) {
   absl::MutexLock lock(&install_mu_);
   if (!tables_.empty()) return;
-  for (const TableSpec& spec : tables) tables_.push_back(std::make_unique<TableState>(spec, options_.num_workers));
+  for (const TableSpec& spec : tables) tables_.push_back(std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count));
 }
 
 size_t SparseStore::num_tables() const {
@@ -296,6 +296,7 @@ std::vector<SparseTableStats> SparseStore::Stats() const {
     s.bytes = t->table.bytes();
     s.rows_created = t->table.rows_created();
     s.rows_evicted = t->table.rows_evicted();
+    s.ids_waiting = t->table.ids_waiting();
     s.pushes = t->pushes.load();
     s.pulls = t->pulls.load();
     s.rows_pushed = t->rows_pushed.load();

@@ -53,7 +53,7 @@ struct PulledRows {
 
 struct SparseTableStats {
   std::string name;
-  int64_t rows = 0, bytes = 0, rows_created = 0, rows_evicted = 0;
+  int64_t rows = 0, bytes = 0, rows_created = 0, rows_evicted = 0, ids_waiting = 0;
   int64_t pushes = 0, pulls = 0, rows_pushed = 0, rows_pulled = 0;
   int64_t version = 0;
   // Pulls by rows asked for: bucket b counts sizes in [4^b, 4^(b+1)), b < 11;
@@ -70,6 +70,9 @@ struct SparseStoreOptions {
   // Rows untouched (not read, created or updated) for this many steps are
   // dropped at Tick(); 0 keeps every row.
   int64_t row_ttl_steps = 0;
+  // A row is stored at its id's row_admit_count-th push (SparseTable); 0 or
+  // 1: at its first touch.
+  int row_admit_count = 0;
   // Ranks that must push a sync step (Membership::RequiredForStep).
   std::function<std::vector<bool>(int64_t step)> required_for_step;
   // The slowest live worker's clock (Membership::MinLiveClock), for ssp.

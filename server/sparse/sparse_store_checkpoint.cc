@@ -73,7 +73,7 @@ void SparseStore::Restore(const std::vector<std::vector<TableSnapshot>>& shards,
   for (size_t i = 0; i < tables_.size(); ++i) {
     auto& t = tables_[i];
     const TableSpec spec = t->table.spec();
-    t = std::make_unique<TableState>(spec, options_.num_workers);  // no row survives from before
+    t = std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count);  // no row survives from before
     t->step_seen = t->swept_at = sync_step;
     t->table.TouchAt(sync_step);  // restored rows start a fresh time to live
     int64_t version = 0;

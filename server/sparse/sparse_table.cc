@@ -1,5 +1,6 @@
 #include "server/sparse/sparse_table.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace shardps {
@@ -14,11 +15,12 @@ RowOptimizerParams ParamsOf(const TableSpec& spec) {
 }
 }  // namespace
 
-SparseTable::SparseTable(const TableSpec& spec)
+SparseTable::SparseTable(const TableSpec& spec, int admit_count)
     : spec_(spec),
       slots_(RowSlotFloats(spec.optimizer, spec.dim)),
       stride_(static_cast<size_t>(spec.dim + slots_)),
-      params_(ParamsOf(spec)) {}
+      params_(ParamsOf(spec)),
+      admit_count_(static_cast<uint32_t>(std::max(admit_count, 1))) {}
 
 float* SparseTable::RowOf(Stripe& s, int64_t id) {
   const int32_t now = touch_step_.load(std::memory_order_relaxed);
@@ -45,10 +47,23 @@ float* SparseTable::RowOf(Stripe& s, int64_t id) {
   return row;
 }
 
+float* SparseTable::AdmittedRowOf(Stripe& s, int64_t id, bool pushed) {
+  if (admit_count_ <= 1 || s.index.contains(id)) return RowOf(s, id);
+  if (!pushed) return nullptr;
+  auto [it, inserted] = s.seen.try_emplace(id, 0);
+  if (inserted) waiting_.fetch_add(1, std::memory_order_relaxed);
+  if (++it->second < admit_count_) return nullptr;
+  s.seen.erase(it);
+  waiting_.fetch_sub(1, std::memory_order_relaxed);
+  return RowOf(s, id);
+}
+
 int64_t SparseTable::Evict(int64_t step) {
   int64_t dropped = 0;
   for (Stripe& s : stripes_) {
     absl::MutexLock lock(&s.mu);
+    waiting_.fetch_sub(static_cast<int64_t>(s.seen.size()), std::memory_order_relaxed);
+    s.seen.clear();  // counts toward admission start again at each sweep
     for (auto it = s.index.begin(); it != s.index.end();) {
       if (s.touched[it->second] >= step) {
         ++it;
@@ -95,15 +110,20 @@ void SparseTable::ForStripes(const int64_t* ids, size_t n, const std::function<v
 void SparseTable::Read(const int64_t* ids, size_t n, float* out) {
   const size_t dim = static_cast<size_t>(spec_.dim);
   ForStripes(ids, n, [&](Stripe& s, size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    std::memcpy(out + i * dim, RowOf(s, ids[i]), dim * sizeof(float));
+    if (const float* row = AdmittedRowOf(s, ids[i], /*pushed=*/false)) {
+      std::memcpy(out + i * dim, row, dim * sizeof(float));
+    } else {
+      InitialRow(spec_, ids[i], out + i * dim);  // not admitted yet
+    }
   });
 }
 
 void SparseTable::Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale, float lr_share) {
   const size_t dim = static_cast<size_t>(spec_.dim);
   ForStripes(ids, n, [&](Stripe& s, size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    float* row = RowOf(s, ids[i]);
-    ApplyRow(params_, row, row + dim, grads + i * dim, grad_scale, lr_share);
+    if (float* row = AdmittedRowOf(s, ids[i], /*pushed=*/true)) {
+      ApplyRow(params_, row, row + dim, grads + i * dim, grad_scale, lr_share);
+    }
   });
 }
 
@@ -133,6 +153,7 @@ int64_t SparseTable::bytes() const {
     absl::MutexLock lock(&s.mu);
     total += static_cast<int64_t>(s.slabs.size()) * kRowsPerSlab * stride_ * sizeof(float);
     total += static_cast<int64_t>(s.touched.capacity() * sizeof(int32_t) + s.free.capacity() * sizeof(uint32_t));
+    total += static_cast<int64_t>(s.seen.capacity()) * (sizeof(std::pair<int64_t, uint32_t>) + 1);
     // flat_hash_map: one slot (16 bytes) and one control byte per bucket.
     total += static_cast<int64_t>(s.index.capacity()) * (sizeof(std::pair<int64_t, uint32_t>) + 1);
   }

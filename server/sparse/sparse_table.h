@@ -31,7 +31,10 @@ struct TableSnapshot {
 
 class SparseTable {
  public:
-  explicit SparseTable(const TableSpec& spec);
+  // admit_count > 1: a row is stored only at its id's admit_count-th push;
+  // before that it reads as its initial row and its gradients are dropped
+  // (admission by count). 0 or 1: stored at its first touch.
+  explicit SparseTable(const TableSpec& spec, int admit_count = 0);
   SparseTable(const SparseTable&) = delete;
   SparseTable& operator=(const SparseTable&) = delete;
 
@@ -39,7 +42,8 @@ class SparseTable {
   int dim() const { return spec_.dim; }
   int slot_floats() const { return slots_; }
 
-  // Copies the rows of ids[0..n) into out[i * dim], creating missing ones.
+  // Copies the rows of ids[0..n) into out[i * dim], creating missing ones
+  // (with admission, a missing row is copied as its initial row, not made).
   void Read(const int64_t* ids, size_t n, float* out);
   // Applies grads[i * dim] times `grad_scale` to row ids[i] with the
   // table's optimizer, as `lr_share` of a step (row_optimizer.h). The ids
@@ -55,12 +59,15 @@ class SparseTable {
   // from now on are touched at `step`; Evict() drops the rows last touched
   // before `step` and returns how many. A dropped row's place is reused,
   // and the row comes back as new (InitialRow) if its id is seen again.
+  // With admission, a sweep also forgets the pushes counted toward it.
   void TouchAt(int64_t step) { touch_step_.store(static_cast<int32_t>(step), std::memory_order_relaxed); }
   int64_t Evict(int64_t step);
 
   int64_t rows() const { return rows_.load(std::memory_order_relaxed); }
   int64_t rows_created() const { return created_.load(std::memory_order_relaxed); }
   int64_t rows_evicted() const { return evicted_.load(std::memory_order_relaxed); }
+  // Ids pushed but not yet admitted (with admission).
+  int64_t ids_waiting() const { return waiting_.load(std::memory_order_relaxed); }
   // Bytes held: slabs, and the maps' slots and control bytes.
   int64_t bytes() const;
 
@@ -75,12 +82,16 @@ class SparseTable {
     std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
     std::vector<int32_t> touched ABSL_GUARDED_BY(mu);  // per row place: the step it was last touched
     std::vector<uint32_t> free ABSL_GUARDED_BY(mu);    // places of evicted rows
+    absl::flat_hash_map<int64_t, uint32_t> seen ABSL_GUARDED_BY(mu);  // admission: pushes of ids not stored yet
     uint32_t used ABSL_GUARDED_BY(mu) = 0;
   };
 
   static int StripeOf(int64_t id) { return static_cast<int>(MixId(static_cast<uint64_t>(id)) & (kStripes - 1)); }
   // The row of `id` (then its slots), made from InitialRow() when new.
   float* RowOf(Stripe& s, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // With admission: the stored row of `id`, or null when it is not stored
+  // (yet); `pushed` counts a push toward its admission.
+  float* AdmittedRowOf(Stripe& s, int64_t id, bool pushed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Positions 0..n) grouped by stripe: positions of stripe k are
   // order[begin[k]..begin[k+1]).
   void GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32_t>& order,
@@ -92,8 +103,9 @@ class SparseTable {
   const int slots_;
   const size_t stride_;  // floats per row: dim + slots
   const RowOptimizerParams params_;
+  const uint32_t admit_count_;
   std::array<Stripe, kStripes> stripes_;
-  std::atomic<int64_t> rows_{0}, created_{0}, evicted_{0};
+  std::atomic<int64_t> rows_{0}, created_{0}, evicted_{0}, waiting_{0};
   std::atomic<int32_t> touch_step_{0};
 };
 

@@ -29,8 +29,8 @@ inline int PullSizeBucket(size_t n) {
 }
 
 struct SparseStore::TableState {
-  explicit TableState(const TableSpec& spec, int num_workers)
-      : table(spec), pending(num_workers), last_pushed(num_workers, -1) {}
+  TableState(const TableSpec& spec, int num_workers, int admit_count)
+      : table(spec, admit_count), pending(num_workers), last_pushed(num_workers, -1) {}
 
   struct RowGrads {
     std::vector<int64_t> ids;
