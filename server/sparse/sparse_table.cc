@@ -95,22 +95,34 @@ void SparseTable::GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32
   for (size_t i = 0; i < n; ++i) order[next[stripe[i]]++] = static_cast<uint32_t>(i);
 }
 
-void SparseTable::ForStripes(const int64_t* ids, size_t n, const std::function<void(Stripe&, size_t)>& fn) {
+template <typename Fn>
+void SparseTable::ForRows(const int64_t* ids, size_t n, bool pushed, Fn&& fn) {
+  constexpr uint32_t kAhead = 8;  // rows prefetched ahead of the one visited
   std::vector<uint32_t> order;
   std::array<uint32_t, kStripes + 1> begin;
   GroupByStripe(ids, n, order, begin);
+  std::vector<float*> rows;
+  const size_t row_bytes = stride_ * sizeof(float);
   for (int k = 0; k < kStripes; ++k) {
     if (begin[k] == begin[k + 1]) continue;
     Stripe& s = stripes_[k];
     absl::MutexLock lock(&s.mu);
-    for (uint32_t j = begin[k]; j < begin[k + 1]; ++j) fn(s, order[j]);
+    rows.clear();
+    for (uint32_t j = begin[k]; j < begin[k + 1]; ++j) rows.push_back(AdmittedRowOf(s, ids[order[j]], pushed));
+    for (uint32_t j = 0; j < rows.size(); ++j) {
+      if (j + kAhead < rows.size() && rows[j + kAhead] != nullptr) {
+        const char* ahead = reinterpret_cast<const char*>(rows[j + kAhead]);
+        for (size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(ahead + line, pushed ? 1 : 0);
+      }
+      fn(rows[j], order[begin[k] + j]);
+    }
   }
 }
 
 void SparseTable::Read(const int64_t* ids, size_t n, float* out) {
   const size_t dim = static_cast<size_t>(spec_.dim);
-  ForStripes(ids, n, [&](Stripe& s, size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (const float* row = AdmittedRowOf(s, ids[i], /*pushed=*/false)) {
+  ForRows(ids, n, /*pushed=*/false, [&](const float* row, size_t i) {
+    if (row != nullptr) {
       std::memcpy(out + i * dim, row, dim * sizeof(float));
     } else {
       InitialRow(spec_, ids[i], out + i * dim);  // not admitted yet
@@ -120,10 +132,8 @@ void SparseTable::Read(const int64_t* ids, size_t n, float* out) {
 
 void SparseTable::Apply(const int64_t* ids, size_t n, const float* grads, float grad_scale, float lr_share) {
   const size_t dim = static_cast<size_t>(spec_.dim);
-  ForStripes(ids, n, [&](Stripe& s, size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (float* row = AdmittedRowOf(s, ids[i], /*pushed=*/true)) {
-      ApplyRow(params_, row, row + dim, grads + i * dim, grad_scale, lr_share);
-    }
+  ForRows(ids, n, /*pushed=*/true, [&](float* row, size_t i) {
+    if (row != nullptr) ApplyRow(params_, row, row + dim, grads + i * dim, grad_scale, lr_share);
   });
 }
 

@@ -96,8 +96,13 @@ class SparseTable {
   // order[begin[k]..begin[k+1]).
   void GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32_t>& order,
                      std::array<uint32_t, kStripes + 1>& begin) const;
-  // Runs fn(stripe, position) for every position, stripe by stripe.
-  void ForStripes(const int64_t* ids, size_t n, const std::function<void(Stripe&, size_t)>& fn);
+  // Runs fn(row, position) for every position, stripe by stripe (each
+  // locked while it is visited): row is the id's row (AdmittedRowOf, so
+  // null when not admitted). A stripe's rows are found first, then visited
+  // with the next ones prefetched: rows are scattered over the slabs, and
+  // the update or copy of each would otherwise wait on memory.
+  template <typename Fn>
+  void ForRows(const int64_t* ids, size_t n, bool pushed, Fn&& fn);
 
   const TableSpec spec_;
   const int slots_;
