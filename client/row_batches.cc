@@ -7,22 +7,45 @@
 
 namespace shardps {
 
+namespace {
+
+// Whether ids[0..n) ascend strictly (distinct already: torch.unique's and a
+// coalesced sparse gradient's indices are).
+bool StrictlyAscending(const int64_t* ids, size_t n) {
+  for (size_t i = 1; i < n; ++i) {
+    if (ids[i] <= ids[i - 1]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 RowPlan PlanRows(const int64_t* ids, size_t n, int num_servers) {
   RowPlan plan;
   plan.slot_of.resize(n);
-  // First pass: distinct ids in first-seen order, and each one's server.
-  absl::flat_hash_map<int64_t, uint32_t> seen;
-  seen.reserve(n);
+  // First pass: distinct ids in first-seen order, and each one's server
+  // (no hash map when the ids are distinct already).
   std::vector<int64_t> distinct;
   std::vector<int> server;
   std::vector<uint32_t> first_index(n);
-  for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = seen.try_emplace(ids[i], static_cast<uint32_t>(distinct.size()));
-    if (inserted) {
-      distinct.push_back(ids[i]);
-      server.push_back(RowServer(ids[i], num_servers));
+  if (StrictlyAscending(ids, n)) {
+    distinct.assign(ids, ids + n);
+    server.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      server[i] = RowServer(ids[i], num_servers);
+      first_index[i] = static_cast<uint32_t>(i);
     }
-    first_index[i] = it->second;
+  } else {
+    absl::flat_hash_map<int64_t, uint32_t> seen;
+    seen.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      auto [it, inserted] = seen.try_emplace(ids[i], static_cast<uint32_t>(distinct.size()));
+      if (inserted) {
+        distinct.push_back(ids[i]);
+        server.push_back(RowServer(ids[i], num_servers));
+      }
+      first_index[i] = it->second;
+    }
   }
   // Second pass: a counting sort of the distinct ids by server.
   plan.server_begin.assign(num_servers + 1, 0);

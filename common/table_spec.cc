@@ -1,5 +1,6 @@
 #include "common/table_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -104,6 +105,10 @@ uint64_t NameHash(const std::string& name) {
 }  // namespace
 
 void InitialRow(const TableSpec& spec, int64_t id, float* out) {
+  if (spec.init_scale == 0.0f) {  // rows start at zero: no draws
+    std::fill_n(out, spec.dim, 0.0f);
+    return;
+  }
   uint64_t state = MixId(NameHash(spec.name) ^ MixId(spec.seed + 0x9e3779b97f4a7c15ULL)) ^ static_cast<uint64_t>(id);
   for (int32_t j = 0; j < spec.dim; ++j) {
     state += 0x9e3779b97f4a7c15ULL;
