@@ -8,6 +8,7 @@
 
 #include "common/rpc_metadata.h"
 #include "common/tensor_frame.h"
+#include "tests/expect_status.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -73,12 +74,6 @@ class BadInputFixture {
   std::unique_ptr<PsClient> worker_;
   uint64_t session_ = 0;
 };
-
-void Expect(const grpc::Status& s, grpc::StatusCode code, const std::string& text) {
-  INFO(s.error_message());
-  REQUIRE(s.error_code() == code);
-  REQUIRE_THAT(s.error_message(), Catch::Contains(text));
-}
 
 // Any method through gRPC's generic stub (the raw framing of
 // common/tensor_frame.h, or bytes that are not a message at all). The

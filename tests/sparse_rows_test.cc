@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "client/pending_call.h"
+#include "tests/expect_status.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -150,12 +151,6 @@ class RawRows {
   std::unique_ptr<PsClient> worker_;
   uint64_t session_ = 0;
 };
-
-void Expect(const grpc::Status& s, grpc::StatusCode code, const std::string& text) {
-  INFO(s.error_message());
-  REQUIRE(s.error_code() == code);
-  REQUIRE_THAT(s.error_message(), Catch::Contains(text));
-}
 
 TEST_CASE_METHOD(RawRows, "sparse bad input: a clear status each, nothing applied, the server keeps serving",
                  "[sparse][bad_input]") {

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))  # the source tree, or the runfiles' workspace
@@ -38,3 +39,22 @@ class Server:
 
 def servers(n, *flags):
     return [Server("--server_id=%d" % i, "--num_servers=%d" % n, *flags) for i in range(n)]
+
+
+def run_ranks(fn, n, timeout=120):
+    """Runs fn(rank) for ranks 0..n-1 on threads and returns the exceptions
+    they raised (a test asserts on its main thread that there were none)."""
+    errors = []
+
+    def run(rank):
+        try:
+            fn(rank)
+        except Exception as e:  # reported on the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return errors

@@ -2,7 +2,6 @@
 sync workers (threads) train a model with an nn.EmbeddingBag(sparse=True)
 and a HashEmbeddingBag beside a dense layer, and end with the rows and
 weights that a local reference computes from their averaged gradients."""
-import threading
 import unittest
 
 import support
@@ -62,29 +61,22 @@ class TablesTest(unittest.TestCase):
 
     def train(self, steps):
         models = [Ctr(hashed=True), Ctr(hashed=True)]
-        errors, rows = [], {}
+        rows = {}
 
         def run(rank):
-            try:
-                worker = shardps.torch.Worker(models[rank], self.jobs[rank])
-                step = worker.start()
-                while step < steps:
-                    a, b, y = batch(rank, step)
-                    loss_of(models[rank], a, b * BIG, y).backward()
-                    step = worker.step_done()
-                if rank == 0:
-                    for t, n, ids in ((0, "emb", torch.arange(10)), (1, "hemb", torch.arange(6) * BIG)):
-                        rows[n] = torch.empty(len(ids), 2)
-                        worker.client.pull_rows(step, t, ids, rows[n])
-                worker.close()
-            except Exception as e:  # reported on the main thread
-                errors.append(e)
+            worker = shardps.torch.Worker(models[rank], self.jobs[rank])
+            step = worker.start()
+            while step < steps:
+                a, b, y = batch(rank, step)
+                loss_of(models[rank], a, b * BIG, y).backward()
+                step = worker.step_done()
+            if rank == 0:
+                for t, n, ids in ((0, "emb", torch.arange(10)), (1, "hemb", torch.arange(6) * BIG)):
+                    rows[n] = torch.empty(len(ids), 2)
+                    worker.client.pull_rows(step, t, ids, rows[n])
+            worker.close()
 
-        threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = support.run_ranks(run, 2)
         self.assertEqual(errors, [])
         return models, rows
 

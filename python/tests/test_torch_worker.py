@@ -2,7 +2,6 @@
 sync job (threads of this process) end every step with the weights a local
 reference computes from their averaged gradients; rank 1 starts from rank
 0's values; a parameter without a gradient does not stall a sync step."""
-import threading
 import unittest
 
 import support
@@ -61,26 +60,18 @@ class WorkerTest(unittest.TestCase):
         reference = Tiny(seed=1)
         steps = 4
         seen = [[None] * steps for _ in range(2)]
-        errors = []
 
         def run(rank):
-            try:
-                worker = shardps.torch.Worker(models[rank], self.jobs[rank])
-                step = worker.start()
-                while step < steps:
-                    loss_of(models[rank], rank, step).backward()
-                    models[rank](batch(rank, step)[0])  # a forward after the step takes step + 1's weights
-                    seen[rank][step] = {n: p.detach().clone() for n, p in models[rank].named_parameters()}
-                    step = worker.step_done()
-                worker.close()
-            except Exception as e:  # reported on the main thread
-                errors.append(e)
+            worker = shardps.torch.Worker(models[rank], self.jobs[rank])
+            step = worker.start()
+            while step < steps:
+                loss_of(models[rank], rank, step).backward()
+                models[rank](batch(rank, step)[0])  # a forward after the step takes step + 1's weights
+                seen[rank][step] = {n: p.detach().clone() for n, p in models[rank].named_parameters()}
+                step = worker.step_done()
+            worker.close()
 
-        threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = support.run_ranks(run, 2)
         self.assertEqual(errors, [])
         for step in range(steps):
             grads = []
