@@ -78,10 +78,7 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
       sparse_(SparseOptions(options, &membership_)),
       clocks_(options.job.num_workers, &membership_) {
   checkpointer_.CaptureTablesWith([this](int64_t step) { sparse_.ArmCapture(step); },
-                                  [this](int64_t step) {
-                                    return options_.job.mode == Mode::kSync ? sparse_.CaptureAt(step)
-                                                                            : sparse_.Capture();
-                                  },
+                                  [this](int64_t step) { return sparse_.CaptureAt(step); },
                                   [this] { return sparse_.MinVersion(); });
 }
 
@@ -124,7 +121,7 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
       !restored.ok()) {
     return Refuse(restored);
   }
-  sparse_.Restore({std::move(shard->tables)}, step);
+  sparse_.Restore(shard->tables, step);
   checkpointer_.DiscardAfter(step);
   membership_.Reset(step);
   clocks_.ForgetAll();
@@ -214,7 +211,7 @@ absl::Status ParameterServerImpl::Restore() {
       !restored.ok()) {
     return restored;
   }
-  sparse_.Restore({std::move(shard->tables)}, step);
+  sparse_.Restore(shard->tables, step);
   timeline_ = shard->timeline;
   if (options_.job.mode == Mode::kAsync) {
     membership_.RestoreClocks(shard->clocks);

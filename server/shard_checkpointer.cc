@@ -75,10 +75,7 @@ void ShardCheckpointer::Tick(int64_t timeline) {
 void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
   const int64_t at = tables_step_();
   if (tables_target_ == StepCapture::kNone) {
-    int64_t next = StepCapture::kNone;
-    const int64_t every = options_.checkpoint_every_steps;
-    if (every > 0) next = (std::max<int64_t>(last_step_, 0) / every + 1) * every;
-    if (time_due) next = std::min(next, at + 1);
+    const int64_t next = NextSyncStep(time_due, at);
     if (next == StepCapture::kNone) return;
     tables_target_ = next;
     arm_tables_(next);
@@ -89,12 +86,17 @@ void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
   }
 }
 
-void ShardCheckpointer::TickSync(bool time_due) {
-  const KeyTable& table = *table_.load();
+int64_t ShardCheckpointer::NextSyncStep(bool time_due, int64_t reached) const {
   int64_t next = StepCapture::kNone;
   const int64_t every = options_.checkpoint_every_steps;
   if (every > 0) next = (std::max<int64_t>(last_step_, 0) / every + 1) * every;
-  if (time_due) next = std::min(next, table.VersionRange().second + 1);
+  if (time_due) next = std::min(next, reached + 1);
+  return next;
+}
+
+void ShardCheckpointer::TickSync(bool time_due) {
+  const KeyTable& table = *table_.load();
+  const int64_t next = NextSyncStep(time_due, table.VersionRange().second);
   if (next == StepCapture::kNone || capture_.target() != StepCapture::kNone) return;
   if (!capture_.Arm(table, next)) {
     spdlog::warn("checkpoint of step {} skipped: keys were already past it", next);

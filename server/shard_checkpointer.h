@@ -88,6 +88,9 @@ class ShardCheckpointer {
   absl::StatusOr<std::string> Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline);
   // async and ssp: the slowest live worker's clock (the largest when none is live).
   int64_t WorkerStep();
+  // Sync: the step the next checkpoint is of (kNone: none is due), the
+  // shard having reached step `reached`.
+  int64_t NextSyncStep(bool time_due, int64_t reached) const;
   void TickSync(bool time_due);
   // TickSync for a shard of rows and no dense keys: by the tables' step.
   void TickSyncTables(bool time_due, int64_t timeline);

@@ -101,7 +101,7 @@ TEST_CASE("a shard checkpoint holds each table's ids, rows and slots bit for bit
 
   // Restored into a new store, training goes on exactly as in the old one.
   auto again = Store(spec);
-  again->Restore({read->tables}, 0);
+  again->Restore(read->tables, 0);
   Train(*store, {3, 5});
   Train(*again, {3, 5});
   CHECK(Rows(*again, {3, 5, -9}) == Rows(*store, {3, 5, -9}));
@@ -138,7 +138,7 @@ TEST_CASE("a restore onto another server count keeps the rows that hash to each 
   size_t held = 0;
   for (int s = 0; s < 3; ++s) {
     auto store = Store(spec, s, 3);
-    store->Restore({saved}, 0);
+    store->Restore(saved, 0);
     const std::vector<TableSnapshot> kept = store->Capture();
     held += kept[0].ids.size();
     for (int64_t id : kept[0].ids) CHECK(RowServer(id, 3) == s);

@@ -20,7 +20,9 @@ SparseStore::~SparseStore() { Shutdown(); }
 void SparseStore::Install(const std::vector<TableSpec>& tables) {
   absl::MutexLock lock(&install_mu_);
   if (!tables_.empty()) return;
-  for (const TableSpec& spec : tables) tables_.push_back(std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count));
+  for (const TableSpec& spec : tables) {
+    tables_.push_back(std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count));
+  }
 }
 
 size_t SparseStore::num_tables() const {

@@ -110,18 +110,19 @@ class SparseStore {
   int64_t MinVersion() const;
 
   // Checkpoints: every table's rows and slots now, with its version; and
-  // tables put back from snapshots (of this server or of any other, with
-  // any number of servers: only the rows this server holds are kept).
-  // Restore() replaces every row; the versions become `sync_step` in sync
-  // (the checkpoint's step), the snapshots' own in async and ssp.
+  // the tables put back from a checkpoint's snapshots, one per table (only
+  // the rows that hash to this server are kept). Restore() replaces every
+  // row; the versions become `step` (the checkpoint's) in sync, the
+  // snapshots' own in async and ssp.
   std::vector<TableSnapshot> Capture() const;
   // Sync: snapshots each table as its step `step` completes (now if it is
   // there), for CaptureAt(step); a table already past it is missed.
   void ArmCapture(int64_t step);
   // Each table's snapshot of `step` when ArmCapture caught it, else as it
-  // is now (a step or more ahead).
+  // is now (in sync a step or more ahead; in async and ssp, which never
+  // arm, always as it is now).
   std::vector<TableSnapshot> CaptureAt(int64_t step);
-  void Restore(const std::vector<std::vector<TableSnapshot>>& shards, int64_t sync_step);
+  void Restore(const std::vector<TableSnapshot>& tables, int64_t step);
 
  private:
   struct TableState;

@@ -68,26 +68,26 @@ std::vector<TableSnapshot> SparseStore::CaptureAt(int64_t step) {
   return out;
 }
 
-void SparseStore::Restore(const std::vector<std::vector<TableSnapshot>>& shards, int64_t sync_step) {
+void SparseStore::Restore(const std::vector<TableSnapshot>& tables, int64_t step) {
   absl::MutexLock lock(&install_mu_);
   for (size_t i = 0; i < tables_.size(); ++i) {
     auto& t = tables_[i];
     const TableSpec spec = t->table.spec();
-    t = std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count);  // no row survives from before
-    t->step_seen = t->swept_at = sync_step;
-    t->table.TouchAt(sync_step);  // restored rows start a fresh time to live
+    // A new state: no row, pending push or capture survives from before.
+    t = std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count);
+    t->step_seen = t->swept_at = step;
+    t->table.TouchAt(step);  // restored rows start a fresh time to live
     int64_t version = 0;
-    const size_t dim = static_cast<size_t>(spec.dim), slots = static_cast<size_t>(t->table.slot_floats());
-    for (const std::vector<TableSnapshot>& shard : shards) {
-      if (i >= shard.size()) continue;
-      const TableSnapshot& s = shard[i];
-      version = std::max(version, s.version);
+    if (i < tables.size()) {
+      const TableSnapshot& s = tables[i];
+      const size_t dim = static_cast<size_t>(spec.dim), slots = static_cast<size_t>(t->table.slot_floats());
+      version = s.version;
       for (size_t r = 0; r < s.ids.size(); ++r) {
         if (options_.num_servers > 1 && RowServer(s.ids[r], options_.num_servers) != options_.server_id) continue;
         t->table.Put(s.ids[r], s.rows.data() + r * dim, s.slots.data() + r * slots);
       }
     }
-    t->version.store(options_.mode == Mode::kSync ? sync_step : version);
+    t->version.store(options_.mode == Mode::kSync ? step : version);
   }
 }
 

@@ -52,7 +52,6 @@ struct SparseStore::TableState {
   std::atomic<int64_t> pull_sizes[kPullSizeBuckets] = {};
 };
 
-
 }  // namespace shardps
 
 #endif  // SHARDPS_SERVER_SPARSE_TABLE_STATE_H_
