@@ -71,7 +71,8 @@ void GrpcPsClient::PushRowsAsync(int64_t step, uint32_t table, const int64_t* id
     if (count > limit && sync) {
       return done(absl::ResourceExhaustedError(absl::StrCat(
           "push of ", count, " rows of table ", table, " to server ", s, " is over the message limit of ",
-          options_.max_message_bytes, " bytes (", limit, " rows); a sync step takes one request per server per table: use fewer ids a step or more servers")));
+          options_.max_message_bytes, " bytes (", limit,
+          " rows); a sync step takes one request per server per table: use fewer ids a step or more servers")));
     }
     for (size_t off = 0; off < count || (count == 0 && off == 0); off += limit) {
       const size_t take = std::min(limit, count - off);

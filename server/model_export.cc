@@ -108,14 +108,11 @@ MergedTable SortedTable(std::vector<std::pair<int64_t, const float*>>& rows, int
   return table;
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<int64_t>> CommonCheckpointSteps(const std::string& dir) {
-  absl::StatusOr<ShardFiles> shards = FindShards(dir);
-  if (!shards.ok()) return shards.status();
+// The steps every server in `shards` holds, ascending.
+std::vector<int64_t> CommonSteps(ShardFiles& shards) {
   std::vector<int64_t> common;
-  for (int id = 0; id < shards->num_servers; ++id) {
-    const std::vector<int64_t>& steps = shards->steps[id];
+  for (int id = 0; id < shards.num_servers; ++id) {
+    const std::vector<int64_t>& steps = shards.steps[id];
     if (id == 0) {
       common = steps;
       continue;
@@ -127,18 +124,25 @@ absl::StatusOr<std::vector<int64_t>> CommonCheckpointSteps(const std::string& di
   return common;
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> CommonCheckpointSteps(const std::string& dir) {
+  absl::StatusOr<ShardFiles> shards = FindShards(dir);
+  if (!shards.ok()) return shards.status();
+  return CommonSteps(*shards);
+}
+
 absl::StatusOr<std::vector<ShardSnapshot>> ReadShards(const std::string& dir, std::optional<int64_t> step) {
   absl::StatusOr<ShardFiles> shards = FindShards(dir);
   if (!shards.ok()) return shards.status();
-  absl::StatusOr<std::vector<int64_t>> common = CommonCheckpointSteps(dir);
-  if (!common.ok()) return common.status();
+  const std::vector<int64_t> common = CommonSteps(*shards);
   if (!step) {
-    if (common->empty()) return absl::NotFoundError(absl::StrCat("no step has a checkpoint on every server in ", dir));
-    step = common->back();
+    if (common.empty()) return absl::NotFoundError(absl::StrCat("no step has a checkpoint on every server in ", dir));
+    step = common.back();
   }
-  if (std::find(common->begin(), common->end(), *step) == common->end()) {
+  if (std::find(common.begin(), common.end(), *step) == common.end()) {
     return absl::NotFoundError(absl::StrCat("not every server has a checkpoint of step ", *step, " in ", dir,
-                                            "; every one has [", absl::StrJoin(*common, ", "), "]"));
+                                            "; every one has [", absl::StrJoin(common, ", "), "]"));
   }
   std::vector<ShardSnapshot> read;
   read.reserve(shards->num_servers);
