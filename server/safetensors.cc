@@ -31,6 +31,12 @@ absl::Status ErrnoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
+// A tensor's bytes as the file holds them: I64 or F32, little-endian.
+absl::string_view DataOf(const TensorView& t) {
+  return t.is_int ? absl::string_view(reinterpret_cast<const char*>(t.ints.data()), t.ints.size() * 8)
+                  : absl::string_view(reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4);
+}
+
 absl::Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
   while (n > 0) {
     const ssize_t w = ::write(fd, data, n);
@@ -174,9 +180,8 @@ absl::Status WriteSafetensorsAtomically(const std::string& path,
   entries.push_back(absl::StrCat("\"__metadata__\":{", absl::StrJoin(meta, ","), "}"));
   int64_t offset = 0;
   for (const TensorView& t : tensors) {
-    const bool ints = t.is_int || !t.ints.empty();
-    const int64_t bytes = ints ? static_cast<int64_t>(t.ints.size()) * 8 : static_cast<int64_t>(t.values.size()) * 4;
-    entries.push_back(absl::StrCat(JsonString(t.name), ":{\"dtype\":\"", ints ? "I64" : "F32", "\",\"shape\":[",
+    const int64_t bytes = static_cast<int64_t>(DataOf(t).size());
+    entries.push_back(absl::StrCat(JsonString(t.name), ":{\"dtype\":\"", t.is_int ? "I64" : "F32", "\",\"shape\":[",
                                    absl::StrJoin(t.shape, ","), "],\"data_offsets\":[", offset,
                                    ",", offset + bytes, "]}"));
     offset += bytes;
@@ -192,9 +197,8 @@ absl::Status WriteSafetensorsAtomically(const std::string& path,
   if (status.ok()) status = WriteAll(fd, header.data(), header.size(), tmp);
   for (const TensorView& t : tensors) {
     if (!status.ok()) break;
-    status = t.is_int || !t.ints.empty()
-                 ? WriteAll(fd, reinterpret_cast<const char*>(t.ints.data()), t.ints.size() * 8, tmp)
-                 : WriteAll(fd, reinterpret_cast<const char*>(t.values.data()), t.values.size() * 4, tmp);
+    const absl::string_view data = DataOf(t);
+    status = WriteAll(fd, data.data(), data.size(), tmp);
   }
   if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("cannot fsync", tmp);
   ::close(fd);

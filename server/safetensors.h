@@ -20,8 +20,8 @@ struct TensorView {
   std::string name;
   std::vector<int64_t> shape;
   absl::Span<const float> values;
-  absl::Span<const int64_t> ints;  // written as I64 instead of `values` when not empty
-  bool is_int = false;             // I64 even when empty
+  absl::Span<const int64_t> ints;  // written (as I64) in place of `values` when is_int
+  bool is_int = false;
 };
 
 struct LoadedTensor {
