@@ -185,6 +185,8 @@ def train_local(args):
     elif args.init_scale != 0.05:
         for bag in model.bags:
             nn.init.uniform_(bag.weight, -args.init_scale, args.init_scale)
+    device = pick_device(args.device)
+    model, train, test = model.to(device), to_device(train, device), to_device(test, device)
     tables = [p for n, p in model.named_parameters() if n.startswith("bags.")]
     rest = [p for n, p in model.named_parameters() if not n.startswith("bags.")]
     # Two optimizers: Adagrad handles sparse gradients per tensor, but its
@@ -201,7 +203,7 @@ def train_local(args):
         order = epoch_order(len(train[0]), args.seed, epoch)
         tick = time.perf_counter()
         for i in range(per_epoch):
-            idx = order[i * args.batch_size:(i + 1) * args.batch_size]
+            idx = order[i * args.batch_size:(i + 1) * args.batch_size].to(device)
             loss = F.binary_cross_entropy_with_logits(model(train[1][idx], train[2][idx]), train[0][idx])
             for opt in optimizers:
                 opt.zero_grad(set_to_none=True)
@@ -220,8 +222,25 @@ def train_local(args):
     dump_dense(model, args.dump_dense)
     write_summary({"test_auc": auc, "test_log_loss": log_loss, "steps": step, "wall_seconds": seconds,
                    "samples": step * args.batch_size, "training_seconds": training,
-                   "samples_per_second": step * args.batch_size / max(training, 1e-9), "worker": "torch-local"},
+                   "samples_per_second": step * args.batch_size / max(training, 1e-9), "worker": "torch-local",
+                   "device": str(device)},
                   args.summary_json)
+
+
+def pick_device(name):
+    """cpu, cuda, or auto (cuda where PyTorch sees a GPU)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("ctr: --device=cuda, but PyTorch sees no CUDA device")
+    if name not in ("cpu", "cuda"):
+        raise SystemExit("ctr: --device=%s; want cpu, cuda or auto" % name)
+    return torch.device(name)
+
+
+def to_device(data, device):
+    """(labels, dense, sparse) on `device` (None stays None: a rank without test data)."""
+    return None if data is None else tuple(x.to(device) for x in data)
 
 
 def dump_dense(model, path):
@@ -251,7 +270,9 @@ def train_worker(args):
     train = load(data, "data")
     test = load(test_data, "test_data") if job.rank == 0 else None
     torch.manual_seed(seed)
-    model = make_model(dim, hash_size, hashed)
+    device = pick_device(job.flag("device", str, args.device))
+    model = make_model(dim, hash_size, hashed).to(device)
+    train, test = to_device(train, device), to_device(test, device)
 
     worker = shardps.torch.Worker(model, job)
     phases = PhaseTimes(worker.client) if job.flag("phase_times", bool, False) else None
@@ -270,7 +291,7 @@ def train_worker(args):
         if epoch not in order_of:
             order_of = {epoch: epoch_order(len(train[0]), seed, epoch)}
         first = (i * job.num_workers + job.rank) * batch
-        idx = order_of[epoch][first:first + batch]
+        idx = order_of[epoch][first:first + batch].to(device)
         tick = time.perf_counter()
         try:
             step, loss = worker_step(model, worker, train, idx)
@@ -297,7 +318,7 @@ def train_worker(args):
     summary = {"test_auc": auc, "test_log_loss": log_loss, "steps": done, "wall_seconds": seconds,
                "samples": done * batch, "training_seconds": training,
                "samples_per_second": done * batch / max(training, 1e-9), "worker": "python",
-               "hash_embeddings": hashed}
+               "hash_embeddings": hashed, "device": str(device)}
     if phases is not None:
         summary["phase_seconds"] = phases.report(training)
     write_summary(summary, job.summary_json)
@@ -361,6 +382,7 @@ def parse_args(argv=None):
     ap.add_argument("--hash_size", type=int, default=10 ** 6, help="rows per field's table (ids modulo it)")
     ap.add_argument("--log_every", type=int, default=100, help="steps between progress lines (0: none)")
     ap.add_argument("--hash_embeddings", action="store_true", help="shardps.torch.HashEmbeddingBag tables")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or auto (a job's --device flag)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (--local; 0: torch's default)")
     ap.add_argument("--row_init", choices=("server", "torch"), default="server",
                     help="--local: rows start as a ShardPS server's would (server) or from torch's generator")

@@ -147,6 +147,13 @@ class CtrDataTest(unittest.TestCase):
         with open(summary_path) as f:
             self.assertEqual(json.load(f), summary)
 
+    def test_an_unknown_device_is_refused(self):
+        run = subprocess.run([sys.executable, os.path.join(EXAMPLES, "ctr.py"), "--local", "--device=tpu",
+                              "--data=" + self.train, "--test_data=" + self.test, "--hash_size=100"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("--device=tpu; want cpu, cuda or auto", run.stderr)
+
     def test_shardps_workers_learn_with_tables_on_the_servers(self):
         import support
         servers = support.servers(2, "--num_workers=1", "--mode=async", "--optimizer=adagrad", "--lr=0.05")
