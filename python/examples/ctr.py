@@ -11,7 +11,8 @@ gradients for the embeddings):
 Workers of a ShardPS job (the servers run the optimizers: --optimizer and
 --lr for the MLPs, --row_optimizer and --row_lr for the tables; job flags
 data, test_data, epochs, batch_size, seed, dim, hash_size, log_every,
-hash_embeddings, whose defaults are the script's own --flags):
+hash_embeddings, prefetch_rows (default true: all tables' rows pulled
+together before each forward), whose defaults are the script's own --flags):
 
     deploy/ps_launch --script=python/examples/ctr.py --servers=2 --workers=2 \\
         --optimizer=adagrad --epsilon=1e-10 --lr=0.05 --lr_schedule=constant \\
@@ -70,11 +71,15 @@ class DLRM(nn.Module):
         self.register_buffer("pair_cols", below[1], persistent=False)
         self.top = nn.Sequential(nn.Linear(dim + vectors * (vectors - 1) // 2, 64), nn.ReLU(), nn.Linear(64, 1))
 
-    def forward(self, dense, sparse):
-        x = self.bottom(dense)
+    def bag_inputs(self, sparse):
+        """What each bag's forward sees: field f's ids [B, 1] (modulo hash_size)."""
         if self.hash_size is not None:
             sparse = torch.remainder(sparse, self.hash_size)
-        vectors = [x] + [bag(sparse[:, f:f + 1]) for f, bag in enumerate(self.bags)]
+        return [sparse[:, f:f + 1] for f in range(len(self.bags))]
+
+    def forward(self, dense, sparse):
+        x = self.bottom(dense)
+        vectors = [x] + [bag(ids) for bag, ids in zip(self.bags, self.bag_inputs(sparse))]
         t = torch.stack(vectors, 1)  # [B, 27, dim]
         dots = torch.bmm(t, t.transpose(1, 2))[:, self.pair_rows, self.pair_cols]
         return self.top(torch.cat([x, dots], 1)).squeeze(1)
@@ -249,8 +254,12 @@ def dump_dense(model, path):
         torch.save({n: p.detach().clone() for n, p in model.named_parameters() if not n.startswith("bags.")}, path)
 
 
-def worker_step(model, worker, train, idx):
-    """One step's forward and backward; the Worker pushes as gradients appear."""
+def worker_step(model, worker, train, idx, prefetch=True):
+    """One step's forward and backward; the Worker pushes as gradients appear.
+    prefetch: the 26 tables' rows are pulled together before the forward
+    (Worker.prefetch_rows), not one table after another inside it."""
+    if prefetch:
+        worker.prefetch_rows(dict(zip(model.bags, model.bag_inputs(train[2][idx]))))
     loss = F.binary_cross_entropy_with_logits(model(train[1][idx], train[2][idx]), train[0][idx])
     loss.backward()
     return worker.step_done(), loss
@@ -266,6 +275,7 @@ def train_worker(args):
     seed, log_every = job.flag("seed", int, args.seed), job.flag("log_every", int, args.log_every)
     dim, hash_size = job.flag("dim", int, args.dim), job.flag("hash_size", int, args.hash_size)
     hashed = job.flag("hash_embeddings", bool, args.hash_embeddings)
+    prefetch = job.flag("prefetch_rows", bool, True)
     torch.set_num_threads(job.flag("blas_threads", int, 1))
     train = load(data, "data")
     test = load(test_data, "test_data") if job.rank == 0 else None
@@ -294,7 +304,7 @@ def train_worker(args):
         idx = order_of[epoch][first:first + batch].to(device)
         tick = time.perf_counter()
         try:
-            step, loss = worker_step(model, worker, train, idx)
+            step, loss = worker_step(model, worker, train, idx, prefetch)
         except shardps.RejoinError as e:  # the job rewound after a server restart
             print("worker %d: rejoined the job at step %d (was at %d)" % (job.rank, e.step, step), flush=True)
             step = e.step

@@ -24,6 +24,9 @@ as zeros at step_done(), so that sync steps complete. Works with PyTorch 1.13
 and 2.x; with 2.1 or later a parameter used several times in a step is
 pushed once, its gradient accumulated.
 
+The job's --blas_threads (default 1, as ps_worker's) sets the threads of
+the OpenBLAS that PyTorch may run on (shardps/blas_threads.py).
+
 Embedding tables (`nn.Embedding(sparse=True)`, `nn.EmbeddingBag(sparse=True)`
 and `HashEmbeddingBag`) are sparse tables on the servers: only each batch's
 rows move (shardps/torch_tables.py).
@@ -33,8 +36,9 @@ import time
 import torch
 
 from shardps._lib import RejoinError, ShardpsError
+from shardps.blas_threads import set_openblas_threads
 from shardps.env import init_from_env
-from shardps.torch_tables import HashEmbeddingBag, SparseTables, sparse_modules, table_of
+from shardps.torch_tables import HashEmbeddingBag, SparseTables, quietly, sparse_modules, table_of
 
 __all__ = ["HashEmbeddingBag", "Worker"]
 
@@ -45,6 +49,7 @@ class Worker:
 
     def __init__(self, model, job=None, init_timeout=300.0):
         self.job = job if job is not None else init_from_env()
+        set_openblas_threads(self.job.flag("blas_threads", int, 1))
         sparse = sparse_modules(model)
         on_servers = {id(m.weight) for _, m in sparse if hasattr(m, "weight")}
         self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad and id(p) not in on_servers]
@@ -90,11 +95,20 @@ class Worker:
         self.step += 1
         return self.step
 
+    def prefetch_rows(self, ids_by_module):
+        """Optional, before a forward: {embedding module: the ids it will see}.
+        Starts every named table's row pull at once, so that a model with
+        many tables pays one round trip a step, not one per table. A module
+        whose forward then sees other ids pulls them itself, as without this."""
+        if self.step is None:
+            raise ShardpsError("Worker.start() first")
+        self.tables.prefetch(self.step, ids_by_module)
+
     def close(self):
         """Waits for the transfers in flight, copies the servers' final dense
         weights into the model, and closes the client."""
         for n in self._pushes:
-            _quietly(self._pushes[n])
+            quietly(self._pushes[n])
             self._pushes[n] = None
         try:
             self.tables.wait(rejoin=False)
@@ -147,7 +161,7 @@ class Worker:
         previous, self._pushes[n] = self._pushes[n], None
         if previous is not None:
             self._wait(previous)
-        _quietly(self._pulls[n])  # a pull not consumed (no forward ran): its buffer is reused
+        quietly(self._pulls[n])  # a pull not consumed (no forward ran): its buffer is reused
         self._pushes[n], self._pulls[n] = self.client.push_then_pull(
             self.step, {n: self._grads[n]}, {n: self._weights[n]})
         self._pushed.add(n)
@@ -155,7 +169,7 @@ class Worker:
     # Joining, rejoining -----------------------------------------------------
     def _pull_all(self):
         for n, _ in self.params:
-            _quietly(self._pulls[n])
+            quietly(self._pulls[n])
             self._pulls[n] = self.client.pull_async(self.step, {n: self._weights[n]})
 
     def _await_init(self):
@@ -183,7 +197,7 @@ class Worker:
         """After a rejoin: drops what was in flight and pulls `step`'s weights."""
         for calls in (self._pulls, self._pushes):
             for n in calls:
-                _quietly(calls[n])
+                quietly(calls[n])
                 calls[n] = None
         self._pushed.clear()
         try:
@@ -200,11 +214,3 @@ class Worker:
 def _host_buffer(param):
     return torch.zeros(tuple(param.shape), dtype=torch.float32, pin_memory=param.is_cuda)
 
-
-def _quietly(call):
-    """Waits for `call` (if any) and drops its outcome: the job has moved on."""
-    if call is not None:
-        try:
-            call.wait(rejoin=False)
-        except ShardpsError:
-            pass

@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from shardps._lib import ShardpsError
 from shardps.client import Table
 
 
@@ -67,6 +68,7 @@ class SparseTables:
         self.modules, self.client = modules, client
         self.batch = {}   # table index -> (distinct ids, the tensor their gradient lands in)
         self.pushes = []
+        self.prefetched = {}  # table index -> (ids, distinct ids, inverse, rows, the pull in flight)
 
     def attach(self, step_of):
         hooks = []
@@ -74,12 +76,45 @@ class SparseTables:
             hooks.append(module.register_forward_pre_hook(self._before_forward(t, step_of)))
         return hooks
 
+    def prefetch(self, step, ids_by_module):
+        """Starts the pulls of several tables' rows at once: {module: the ids
+        its next forward will see}. Each forward then waits for its own pull
+        instead of making one, so the tables' round trips overlap."""
+        index = {id(m): t for t, (_, m) in enumerate(self.modules)}
+        for module, ids in ids_by_module.items():
+            t = index.get(id(module))
+            if t is None:
+                raise ValueError("prefetch_rows: %s is not one of this model's sparse embedding modules"
+                                 % type(module).__name__)
+            ids = ids.detach().reshape(-1).to("cpu", torch.int64)
+            unique, inverse = torch.unique(ids, return_inverse=True)
+            rows = torch.empty((unique.numel(), module.embedding_dim), dtype=torch.float32)
+            self._forget(t)
+            self.prefetched[t] = (ids, unique, inverse, rows, self.client.pull_rows_async(step, t, unique, rows))
+
+    def _rows_for(self, t, ids, dim, step):
+        """(distinct ids, inverse, rows) of `ids`: from a prefetch that named
+        exactly these ids, else pulled now."""
+        got = self.prefetched.pop(t, None)
+        if got is not None and torch.equal(got[0], ids):
+            got[4].wait()
+            return got[1], got[2], got[3]
+        if got is not None:
+            quietly(got[4])
+        unique, inverse = torch.unique(ids, return_inverse=True)
+        rows = torch.empty((unique.numel(), dim), dtype=torch.float32)
+        self.client.pull_rows(step, t, unique, rows)
+        return unique, inverse, rows
+
+    def _forget(self, t):
+        got = self.prefetched.pop(t, None)
+        if got is not None:
+            quietly(got[4])
+
     def _before_forward(self, t, step_of):
         def hook(module, inputs):
             ids = inputs[0].detach().reshape(-1).to("cpu", torch.int64)
-            unique, inverse = torch.unique(ids, return_inverse=True)
-            rows = torch.empty((unique.numel(), module.embedding_dim), dtype=torch.float32)
-            self.client.pull_rows(step_of(), t, unique, rows)
+            unique, inverse, rows = self._rows_for(t, ids, module.embedding_dim, step_of())
             if isinstance(module, HashEmbeddingBag):
                 device = inputs[0].device
                 module._rows = rows.to(device).requires_grad_(True)
@@ -123,5 +158,17 @@ class SparseTables:
 
     def drop(self):
         self.batch.clear()
+        for t in list(self.prefetched):
+            self._forget(t)
         for m in (m for _, m in self.modules if isinstance(m, HashEmbeddingBag)):
             m._rows = None
+
+
+
+def quietly(call):
+    """Waits for `call` (if any) and drops its outcome: the job has moved on."""
+    if call is not None:
+        try:
+            call.wait(rejoin=False)
+        except ShardpsError:
+            pass

@@ -59,7 +59,9 @@ class TablesTest(unittest.TestCase):
             s.close()
         support.os.unlink(self.flagfile.name)
 
-    def train(self, steps):
+    def train(self, steps, prefetch=None):
+        """prefetch: None; "exact" (Worker.prefetch_rows with the ids each
+        forward sees); "wrong" (other ids for emb: its forward pulls itself)."""
         models = [Ctr(hashed=True), Ctr(hashed=True)]
         rows = {}
 
@@ -68,6 +70,9 @@ class TablesTest(unittest.TestCase):
             step = worker.start()
             while step < steps:
                 a, b, y = batch(rank, step)
+                if prefetch:
+                    model = models[rank]
+                    worker.prefetch_rows({model.emb: a if prefetch == "exact" else a + 1, model.hemb: b * BIG})
                 loss_of(models[rank], a, b * BIG, y).backward()
                 step = worker.step_done()
             if rank == 0:
@@ -106,6 +111,38 @@ class TablesTest(unittest.TestCase):
         self.assertGreater(rows["emb"].abs().sum().item(), 0)
         for model in models:  # close() left the servers' final dense weights in the model
             self.assertTrue(torch.allclose(model.top.weight, ref.top.weight, atol=1e-6))
+
+    def test_prefetched_rows_give_the_same_training(self):
+        ref = self.reference(3)
+        for prefetch in ("exact", "wrong"):
+            with self.subTest(prefetch=prefetch):
+                if prefetch == "wrong":  # a second job on fresh servers
+                    self.tearDown()
+                    self.setUp()
+                _, rows = self.train(3, prefetch)
+                self.assertTrue(torch.allclose(rows["emb"], ref.emb.weight, atol=1e-6), (rows["emb"], ref.emb.weight))
+                self.assertTrue(torch.allclose(rows["hemb"], ref.hemb.weight, atol=1e-6))
+
+    def test_prefetch_of_a_module_that_is_no_table_is_refused(self):
+        model = Ctr(hashed=True)
+        worker = shardps.torch.Worker(model, self.jobs[0])
+        try:
+            with self.assertRaisesRegex(shardps.ShardpsError, "start"):
+                worker.prefetch_rows({model.emb: torch.tensor([1])})
+            worker.step = 0  # as if started: the argument is checked before any pull
+            with self.assertRaisesRegex(ValueError, "Linear is not one of this model's sparse embedding modules"):
+                worker.prefetch_rows({model.top: torch.tensor([1])})
+        finally:
+            worker.close()
+
+    def test_the_worker_limits_openblas_to_the_jobs_blas_threads(self):
+        from shardps.blas_threads import openblas_threads, set_openblas_threads
+        if not openblas_threads():
+            self.skipTest("PyTorch here does not run on OpenBLAS")
+        set_openblas_threads(2)
+        self.assertEqual(set(openblas_threads().values()), {2})
+        shardps.torch.Worker(Ctr(hashed=True), self.jobs[0]).close()  # --blas_threads unset: 1
+        self.assertEqual(set(openblas_threads().values()), {1})
 
     def test_hash_embedding_bag_outside_a_worker_says_so(self):
         with self.assertRaisesRegex(RuntimeError, "runs inside a shardps.torch.Worker"):
