@@ -29,6 +29,7 @@
 #include "bench/synthetic_layout.h"
 #include "common/command_line.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "common/process_cpu.h"
 #include "common/trace.h"
 #include "common/wire_dtype.h"
@@ -256,6 +257,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   shardps::KeepFreedMemoryForReuse();
+  shardps::SkipMutexDeadlockDetection();
   shardps::ParseJobCommandLine(argc, argv, "emulated_worker: a ShardPS worker with emulated compute, for scaling runs.");
   return shardps::Run();
 }

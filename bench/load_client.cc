@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "common/metrics_http.h"
 #include "proto/shardps.grpc.pb.h"
 #include "client/ps_client.h"
@@ -256,6 +257,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   shardps::KeepFreedMemoryForReuse();
+  shardps::SkipMutexDeadlockDetection();
   absl::ParseCommandLine(argc, argv);
   return shardps::Run();
 }

@@ -26,6 +26,7 @@
 #include "bench/machine_cpu.h"
 #include "bench/baselines.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "common/wire_dtype.h"
 #include "client/ps_client.h"
 
@@ -238,6 +239,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   shardps::KeepFreedMemoryForReuse();
+  shardps::SkipMutexDeadlockDetection();
   absl::SetProgramUsageMessage("push_pull: push+pull throughput against running ShardPS servers.");
   absl::ParseCommandLine(argc, argv);
   return shardps::Run();

@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "client/ps_client.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "common/table_spec.h"
 #include "common/wire_dtype.h"
 
@@ -223,6 +224,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   shardps::KeepFreedMemoryForReuse();
+  shardps::SkipMutexDeadlockDetection();
   absl::SetProgramUsageMessage("sparse_push_pull: sparse-row push+pull throughput and table memory of one ShardPS server.");
   absl::ParseCommandLine(argc, argv);
   return shardps::Run();

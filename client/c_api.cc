@@ -14,6 +14,7 @@
 #include "client/c_api_internal.h"
 #include "client/client_config.h"
 #include "client/ps_client.h"
+#include "common/mutex_tuning.h"
 
 namespace shardps {
 namespace {
@@ -103,6 +104,7 @@ int ShardpsClientCreate(const char* config, int num_tensors, const char* const* 
 int ShardpsClientCreateWithTables(const char* config, int num_tensors, const char* const* names, const int* ndims,
                                   const int64_t* dims, int num_tables, const ShardpsTable* tables,
                                   ShardpsClientHandle* out) {
+  shardps::SkipMutexDeadlockDetection();  // a client's process is a worker: common/mutex_tuning.h
   return Guard([&]() -> absl::Status {
     if (config == nullptr || out == nullptr) return shardps::NullArgument("the config or the output handle");
     absl::StatusOr<shardps::ClientOptions> options = shardps::ClientOptionsFromText(config);

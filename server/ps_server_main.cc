@@ -10,6 +10,7 @@
 #include "common/command_line.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "common/shutdown_signal.h"
 #include "server/parameter_server.h"
 #include "common/trace.h"
@@ -223,6 +224,7 @@ int Run(ShutdownSignal& signal) {
 int main(int argc, char** argv) {
   shardps::ShutdownSignal signal;  // first: before any thread starts
   shardps::KeepFreedMemoryForReuse();
+  shardps::SkipMutexDeadlockDetection();
   shardps::ParseJobCommandLine(argc, argv,
                                "ps_server: one shard of a ShardPS parameter server.\n"
                                "  ps_server --flagfile=job.flags --server_id=0 --port=7000");

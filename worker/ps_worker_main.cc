@@ -11,6 +11,7 @@
 #include "common/health_server.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/mutex_tuning.h"
 #include "common/trace.h"
 #include "common/wire_dtype.h"
 #include "kernels/cuda_context.h"
@@ -183,6 +184,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   shardps::KeepFreedMemoryForReuse();
+  shardps::SkipMutexDeadlockDetection();
   shardps::ParseJobCommandLine(argc, argv,
                                "ps_worker: a ShardPS training worker.\n"
                                "  ps_worker --flagfile=job.flags --servers=h0:7000,h1:7001 --rank=0");
