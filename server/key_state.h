@@ -61,10 +61,15 @@ struct KeyState {
   std::vector<int64_t> last_pulled_version ABSL_GUARDED_BY(mu);
 
   // Sync mode: sum of the gradients pushed for step `version`, and who
-  // pushed them. Empty until the first buffered push.
+  // pushed them. Empty until the first buffered push. The sum adds ranks in
+  // increasing order whatever order they arrive in (a run is bitwise
+  // reproducible): ranks below `next_rank` are in it; a rank that arrives
+  // before a lower one waits in `held` (empty vectors otherwise).
   std::vector<float> grad_sum ABSL_GUARDED_BY(mu);
   std::vector<bool> contributed ABSL_GUARDED_BY(mu);
   int contributors ABSL_GUARDED_BY(mu) = 0;
+  int next_rank ABSL_GUARDED_BY(mu) = 0;
+  std::vector<std::vector<float>> held ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace shardps

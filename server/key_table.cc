@@ -74,6 +74,8 @@ absl::Status KeyTable::Restore(std::vector<KeySnapshot> keys, const std::string&
     k.grad_sum.clear();
     k.contributed.clear();
     k.contributors = 0;
+    k.next_rank = 0;
+    k.held.clear();
   }
   return absl::OkStatus();
 }
