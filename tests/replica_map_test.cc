@@ -1,0 +1,66 @@
+// common/replica_map: chains of servers per primary, who serves them as
+// servers fail, and the balance of what each server holds.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "common/key_partition.h"
+#include "common/replica_map.h"
+
+namespace shardps {
+namespace {
+
+TEST_CASE("a chain is the primary and the next servers, wrapping around") {
+  ReplicaMap map = *ReplicaMap::Build(3, 2);
+  CHECK(map.Chain(0) == std::vector<int>{0, 1});
+  CHECK(map.Chain(2) == std::vector<int>{2, 0});
+  CHECK(map.Holds(1, 0));
+  CHECK(map.Holds(0, 2));
+  CHECK_FALSE(map.Holds(2, 0));
+  CHECK(map.PrimariesHeldBy(0) == std::vector<int>{0, 2});
+  CHECK(ReplicaMap::Build(3, 1)->Chain(1) == std::vector<int>{1});
+  CHECK(ReplicaMap::Build(3, 1)->PrimariesHeldBy(1) == std::vector<int>{1});
+}
+
+TEST_CASE("the first live server of a chain serves it; none when every copy failed") {
+  ReplicaMap map = *ReplicaMap::Build(3, 2);
+  ServerSet failed;
+  CHECK(map.Serving(1, failed) == 1);
+  CHECK(map.NextLiveAfter(1, 1, failed) == 2);
+  failed.Add(1);
+  CHECK(map.Serving(1, failed) == 2);
+  CHECK(map.Serving(0, failed) == 0);
+  CHECK(map.NextLiveAfter(0, 0, failed) == -1);  // 0's backup failed: a single copy
+  CHECK(map.NextLiveAfter(1, 2, failed) == -1);
+  failed.Add(2);
+  CHECK(map.Serving(1, failed) == -1);
+  CHECK(failed.DebugString() == "{1, 2}");
+}
+
+TEST_CASE("bad replica counts are refused with the reason") {
+  CHECK(ReplicaMap::Build(2, 3).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(ReplicaMap::Build(2, 0).status().code() == absl::StatusCode::kInvalidArgument);
+  auto too_many = ReplicaMap::Build(65, 2);
+  REQUIRE(too_many.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(too_many.status().message()), Catch::Contains("at most 64 servers"));
+  CHECK(ReplicaMap::Build(65, 1).ok());
+}
+
+TEST_CASE("with 2 replicas every server holds about twice its primary bytes") {
+  Layout layout;
+  for (int t = 0; t < 7; ++t) layout.tensors.push_back({"t" + std::to_string(t), {1000 + 300 * t}});
+  KeyMap keys = *KeyMap::Build(layout, 4, 1024);
+  ReplicaMap map = *ReplicaMap::Build(4, 2);
+  std::vector<int64_t> held(4, 0);
+  for (int s = 0; s < 4; ++s) {
+    for (int p : map.PrimariesHeldBy(s)) held[s] += keys.BytesOfServer(p);
+  }
+  const auto [lo, hi] = std::minmax_element(held.begin(), held.end());
+  int64_t total = 0;
+  for (int s = 0; s < 4; ++s) total += keys.BytesOfServer(s);
+  CHECK(*lo + *hi > 0);
+  CHECK(static_cast<double>(*hi - *lo) <= 0.02 * static_cast<double>(total));
+}
+
+}  // namespace
+}  // namespace shardps
