@@ -37,7 +37,7 @@ bool Known(const std::string& name) {
       "servers",       "rank",          "num_workers",     "mode",       "staleness",  "partition_bytes",
       "wire_dtype",    "channels_per_server", "in_flight_bytes", "push_timeout", "pull_timeout",
       "server_timeout", "heartbeat_interval", "tls_ca", "tls_cert", "tls_key", "tls_mutual", "auth_token_file",
-      "async_prefetch", "pull_with_push", "tcp_congestion"};
+      "async_prefetch", "pull_with_push", "tcp_congestion", "replicas", "server_timeout_for_failover"};
   for (const char* k : kNames) {
     if (name == k) return true;
   }
@@ -116,6 +116,7 @@ absl::Status Fill(const Values& v, ClientOptions& o) {
   if (absl::Status s = Number(v, "num_workers", &o.job.num_workers); !s.ok()) return s;
   if (absl::Status s = Number(v, "staleness", &o.job.staleness); !s.ok()) return s;
   if (absl::Status s = Number(v, "partition_bytes", &o.job.partition_bytes); !s.ok()) return s;
+  if (absl::Status s = Number(v, "replicas", &o.job.replicas); !s.ok()) return s;
   if (absl::Status s = Number(v, "channels_per_server", &o.channels_per_server); !s.ok()) return s;
   if (absl::Status s = Number(v, "in_flight_bytes", &o.in_flight_bytes); !s.ok()) return s;
   if (v.count("mode")) {
@@ -129,7 +130,8 @@ absl::Status Fill(const Values& v, ClientOptions& o) {
     o.wire_dtype = *dtype;
   }
   for (auto [name, field] : {std::pair{"push_timeout", &o.push_timeout}, {"pull_timeout", &o.pull_timeout},
-                             {"server_timeout", &o.server_timeout}, {"heartbeat_interval", &o.heartbeat_interval}}) {
+                             {"server_timeout", &o.server_timeout}, {"heartbeat_interval", &o.heartbeat_interval},
+                             {"server_timeout_for_failover", &o.failover_timeout}}) {
     if (absl::Status s = Duration(v, name, field); !s.ok()) return s;
   }
   bool mutual = false;

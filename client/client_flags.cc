@@ -17,6 +17,10 @@ ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
 ABSL_FLAG(std::string, mode, "sync", "sync, async or ssp; must match the servers.");
 ABSL_FLAG(int, staleness, 0, "ssp staleness; must match the servers.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk in bytes; must match the servers.");
+ABSL_FLAG(int, replicas, 1, "Copies of every key on the servers; must match the servers.");
+ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
+          "With --replicas > 1: a server silent this long is taken for failed, and its keys are served by their "
+          "backup (a refused connection fails over at once).");
 ABSL_FLAG(absl::Duration, pull_timeout, absl::Seconds(120), "Deadline of one pull (sync pulls wait for the slowest).");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat when idle this long.");
 ABSL_FLAG(int, channels_per_server, 2,
@@ -65,6 +69,8 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.job.num_servers = static_cast<int>(o.servers.size());
   o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
   o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  o.job.replicas = absl::GetFlag(FLAGS_replicas);
+  o.failover_timeout = absl::GetFlag(FLAGS_server_timeout_for_failover);
   o.pull_timeout = absl::GetFlag(FLAGS_pull_timeout);
   o.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   o.server_timeout = absl::GetFlag(FLAGS_server_timeout);

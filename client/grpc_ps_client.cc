@@ -84,6 +84,16 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
     connections_.push_back(
         std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));
   }
+  if (options_.job.replicas > 1) {
+    failover_ = std::make_unique<Failover>(*ReplicaMap::Build(options_.job.num_servers, options_.job.replicas),
+                                           options_.failover_timeout);
+    std::vector<ServerConnection*> all;
+    for (auto& c : connections_) {
+      c->SetFailover(failover_.get());
+      all.push_back(c.get());
+    }
+    failover_->Attach(std::move(all));
+  }
   heartbeats_ = std::thread([this, start = clock_->Now()] { HeartbeatLoop(start); });
 }
 
@@ -171,6 +181,7 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
       if (absl::IsAborted(again.status())) continue;  // a rewind came in between
       if (!again.ok()) return again.status();
     }
+    if (failover_ != nullptr) failover_->Arm();  // every server answered: from now on silence is a failure
     return plan.step;
   }
   if (!persisting.ok()) return persisting;
@@ -178,7 +189,10 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
 }
 
 absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights, bool* applied) {
-  absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> reqs = builder_.Inits(weights);
+  std::optional<ReplicaMap> replicas;
+  if (options_.job.replicas > 1) replicas = *ReplicaMap::Build(options_.job.num_servers, options_.job.replicas);
+  absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> reqs =
+      builder_.Inits(weights, replicas ? &*replicas : nullptr);
   if (!reqs.ok()) return reqs.status();
   auto any_applied = std::make_shared<std::atomic<bool>>(false);
   const absl::Status status = Blocking([&](Done done) {
@@ -237,6 +251,13 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions&
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is not in [0, ", options.job.num_workers, ")"));
   }
   if (options.server_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("server_timeout must be positive");
+  if (absl::StatusOr<ReplicaMap> replicas = ReplicaMap::Build(options.job.num_servers, options.job.replicas);
+      !replicas.ok()) {
+    return replicas.status();
+  }
+  if (options.failover_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("server_timeout_for_failover must be positive");
+  }
   if (absl::Status s = CheckTcpCongestion(options.tcp_congestion); !s.ok()) return s;
   absl::StatusOr<KeyMap> map = KeyMap::Build(options.layout, options.job.num_servers, options.job.partition_bytes);
   if (!map.ok()) return map.status();

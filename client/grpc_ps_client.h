@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/async_prefetch.h"
 #include "client/delayed_executor.h"
+#include "client/failover.h"
 #include "client/job_alignment.h"
 #include "client/ps_client.h"
 #include "client/ps_requests.h"
@@ -79,7 +80,9 @@ class GrpcPsClient final : public PsClient {
                                                            std::optional<ResumeAt> resume);
   absl::Status RewindAll(const JoinPlan& plan);
   CallSpec TransferSpec(const char* what, absl::Duration timeout) const {
-    return CallSpec{what, timeout, options_.job.mode == Mode::kAsync ? OnAbort::kRegisterAgain : OnAbort::kRejoin};
+    CallSpec spec{what, timeout, options_.job.mode == Mode::kAsync ? OnAbort::kRegisterAgain : OnAbort::kRejoin};
+    spec.fails_over = true;
+    return spec;
   }
   // Sends one push request (its turn in the push queue has come).
   void SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,
@@ -131,6 +134,7 @@ class GrpcPsClient final : public PsClient {
   const RequestBuilder builder_;
   DelayedExecutor executor_;
   std::vector<std::unique_ptr<ServerConnection>> connections_;
+  std::unique_ptr<Failover> failover_;  // with --replicas > 1
   TransferQueue push_queue_, pull_queue_;
   AsyncPrefetch prefetch_;  // async's next-step weights, fetched as backward begins
   // Async and ssp: the versions pulls answered, named by pushes; sync needs none.

@@ -102,15 +102,19 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
   auto resp = std::make_shared<grpc::ByteBuffer>();
   CallSpec spec = TransferSpec("push", options_.push_timeout);
   spec.lane = Lane::kPushes;
+  ServerConnection::Attempt attempt = [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session,
+                                                  std::function<void(grpc::Status)> cb) {
+    req->header.set_session_id(session);
+    auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(req->header, req->payloads));
+    stub.raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), resp.get(),
+                        [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+  };
   connections_[req->server]->Call(
-      spec,
-      [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
-        req->header.set_session_id(session);
-        auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(req->header, req->payloads));
-        stub.raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), resp.get(),
-                            [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
-      },
-      [this, req, resp, queued, sent, finished = std::move(finished), fanout = std::move(fanout)](absl::Status st) {
+      spec, attempt,
+      [this, req, resp, spec, attempt, queued, sent, finished = std::move(finished),
+       fanout = std::move(fanout)](absl::Status st) {
+        // Sync with replication: kept for the backup until a later step's push is acknowledged.
+        if (st.ok() && failover_ != nullptr) failover_->Retain(req->server, req->header.step(), spec, attempt);
         finished();
         TraceTransfer("push", req->server, req->first_tensor, req->header.step(), req->bytes, queued, sent);
         fanout->Finish(st);

@@ -41,6 +41,9 @@ struct ClientOptions {
   // How long a call waits for a server that does not answer (down,
   // restarting, paused, cut off) before it fails naming the server.
   absl::Duration server_timeout = absl::Minutes(5);
+  // With job.replicas > 1: how long a server may be silent before its keys
+  // fail over to their backup (a refused connection fails over at once).
+  absl::Duration failover_timeout = absl::Seconds(3);
   absl::Duration initial_backoff = absl::Milliseconds(100);  // doubles per attempt, up to 250 ms.
   absl::Duration heartbeat_interval = absl::Seconds(2);
   // While a call waits for a server, the worker logs which one this often.

@@ -91,7 +91,7 @@ absl::StatusOr<std::vector<PullPart>> RequestBuilder::Pulls(int64_t step, const 
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> RequestBuilder::Inits(
-    const std::vector<std::vector<float>>& weights) const {
+    const std::vector<std::vector<float>>& weights, const ReplicaMap* replicas) const {
   const Layout& layout = map_->layout();
   if (weights.size() != layout.tensors.size()) {
     return absl::InvalidArgumentError(
@@ -107,11 +107,13 @@ absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> RequestBuilder::
     if (static_cast<int64_t>(values.size()) != layout.tensors[c.key.tensor].NumElements()) {
       return absl::InvalidArgumentError(absl::StrCat("Init tensor ", c.key.tensor, " has the wrong size"));
     }
-    wire::Chunk* chunk = reqs[c.server]->add_chunks();
-    chunk->mutable_key()->set_tensor(c.key.tensor);
-    chunk->mutable_key()->set_chunk(c.key.chunk);
-    chunk->set_dtype(wire::DTYPE_FLOAT32);
-    chunk->set_data(reinterpret_cast<const char*>(values.data() + c.offset), c.length * 4);
+    for (int holder : replicas != nullptr ? replicas->Chain(c.server) : std::vector<int>{c.server}) {
+      wire::Chunk* chunk = reqs[holder]->add_chunks();
+      chunk->mutable_key()->set_tensor(c.key.tensor);
+      chunk->mutable_key()->set_chunk(c.key.chunk);
+      chunk->set_dtype(wire::DTYPE_FLOAT32);
+      chunk->set_data(reinterpret_cast<const char*>(values.data() + c.offset), c.length * 4);
+    }
   }
   return reqs;
 }

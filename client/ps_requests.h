@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/key_partition.h"
+#include "common/replica_map.h"
 #include "proto/shardps.pb.h"
 #include "client/ps_client.h"
 #include "client/pulled_versions.h"
@@ -64,10 +65,11 @@ class RequestBuilder {
   absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> Pushes(int64_t step, const std::vector<TensorIn>& tensors,
                                                                const PulledVersions* pulled = nullptr) const;
   absl::StatusOr<std::vector<PullPart>> Pulls(int64_t step, const std::vector<TensorOut>& tensors) const;
-  // One Init request per server with the values of the keys it owns.
+  // One Init request per server with the values of the keys it holds: its
+  // own and, with `replicas` (may be null), those it backs up.
   // INVALID_ARGUMENT when `weights` does not match the layout.
   absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> Inits(
-      const std::vector<std::vector<float>>& weights) const;
+      const std::vector<std::vector<float>>& weights, const ReplicaMap* replicas = nullptr) const;
 
  private:
   template <typename Tensor>

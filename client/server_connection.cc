@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "client/failover.h"
 #include "common/bulk_channel_args.h"
 #include "common/tcp_congestion.h"
 #include "common/grpc_status.h"
@@ -90,6 +91,9 @@ std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration
   auto ctx = std::make_shared<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));  // gRPC's deadlines are real time
   if (!options_.auth_token.empty()) ctx->AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
+  if (failover_ != nullptr && failover_->failed().bits != 0) {
+    ctx->AddMetadata(kFailedServersKey, IncarnationText(failover_->failed().bits));
+  }
   contexts_.insert(ctx.get());
   last_call_ = clock_->Now();
   return ctx;
@@ -102,6 +106,7 @@ void ServerConnection::ReleaseContext(grpc::ClientContext* ctx) {
 }
 
 void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
+  if (Redirect(call)) return;
   {
     absl::MutexLock lock(&mu_);
     if (call->attempts == 0) call->first_session = session_;
@@ -125,6 +130,7 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
   call->attempt(StubFor(call->spec.lane), raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
+    NoteFailedServers(*ctx);
     // The context (and the channel it holds) goes before the call can
     // finish: once the last call has finished, Shutdown() returns and the
     // owner may tear gRPC down, so nothing of it may outlive Finish().
@@ -147,6 +153,15 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
   const absl::Time now = clock_->Now();
   if (call->first_failure == absl::InfiniteFuture()) call->first_failure = now;
   const absl::Duration waited = now - call->first_failure;
+  // Replication: a refused or reset connection (kill -9), or silence past
+  // the failover timeout, and the backup serves this server's keys.
+  if (failover_ != nullptr && failover_->armed() && call->spec.fails_over &&
+      (absl::IsUnavailable(status) || waited >= failover_->timeout())) {
+    ServerSet self;
+    self.Add(server_id_);
+    failover_->MarkFailed(self, absl::StrCat("a ", call->spec.what, ": ", status.message()));
+    if (Redirect(call)) return;
+  }
   if (waited >= options_.server_timeout) {
     // The last failure's code (UNAVAILABLE or DEADLINE_EXCEEDED) stands.
     return Finish(call, Annotate(absl::Status(status.code(), absl::StrCat(
@@ -211,6 +226,7 @@ void ServerConnection::Register(std::optional<ResumeAt> resume, RegisterDone don
   auto req = std::make_shared<wire::RegisterRequest>();
   req->set_rank(options_.rank);
   *req->mutable_view() = JobViewToProto(options_.job);
+  for (const std::string& address : options_.servers) req->add_servers(address);  // for replication
   if (resume) {
     req->set_resume_step(resume->step);
     req->set_timeline(resume->timeline);
@@ -253,7 +269,29 @@ void ServerConnection::NoteIncarnation(const grpc::ClientContext& ctx) {
   }
 }
 
+void ServerConnection::NoteFailedServers(const grpc::ClientContext& ctx) {
+  if (failover_ == nullptr) return;
+  const auto& metadata = ctx.GetServerTrailingMetadata();
+  auto it = metadata.find(kFailedServersKey);
+  if (it == metadata.end()) return;
+  if (const std::optional<uint64_t> bits = ParseIncarnation(absl::string_view(it->second.data(), it->second.size()))) {
+    failover_->MarkFailed(ServerSet{*bits}, absl::StrCat("server ", server_id_, " says so"));
+  }
+}
+
+bool ServerConnection::Redirect(const std::shared_ptr<CallState>& call) {
+  if (failover_ == nullptr || !call->spec.fails_over || !failover_->failed().Has(server_id_)) return false;
+  ServerConnection* next = failover_->Serving(server_id_);
+  if (next == nullptr || next == this) return false;
+  next->Call(call->spec, call->attempt, std::move(call->done));
+  call->done = nullptr;
+  absl::MutexLock lock(&mu_);
+  --calls_in_flight_;
+  return true;
+}
+
 void ServerConnection::Tend() {
+  if (failover_ != nullptr && failover_->failed().Has(server_id_)) return;  // its backup has the session's work
   const absl::Time now = clock_->Now();
   bool heartbeat = false;
   {
@@ -284,6 +322,7 @@ void ServerConnection::SendHeartbeat() {
   StubFor(Lane::kOthers).proto->async()->Heartbeat(raw, req.get(), resp.get(), [this, req, resp, ctx = std::move(ctx)](grpc::Status s) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
+    NoteFailedServers(*ctx);
     ctx.reset();  // as an attempt's (StartAttempt)
     if (!s.ok()) spdlog::debug("heartbeat to server {}: {}", server_id_, s.error_message());
     absl::MutexLock lock(&mu_);

@@ -70,7 +70,12 @@ struct CallSpec {
   absl::Duration timeout;     // of each attempt
   OnAbort on_abort = OnAbort::kFail;
   Lane lane = Lane::kOthers;
+  // With replication (client/failover.h): the call goes to the server now
+  // serving this server's keys when this one has failed (pushes and pulls).
+  bool fails_over = false;
 };
+
+class Failover;
 
 // Where a registration continues: at `step` of `timeline` (see
 // proto/shardps.proto, RegisterRequest).
@@ -98,6 +103,9 @@ class ServerConnection {
 
   // Runs the call as the class comment says; `done` runs exactly once.
   void Call(const CallSpec& spec, Attempt attempt, std::function<void(absl::Status)> done);
+  // Replication: `failover` (outliving this connection) decides when this
+  // server has failed and where its calls go then. Before any call.
+  void SetFailover(Failover* failover) { failover_ = failover; }
   // Registers (continuing at `resume` when given) and keeps the session.
   void Register(std::optional<ResumeAt> resume, RegisterDone done);
 
@@ -127,6 +135,10 @@ class ServerConnection {
   void Reregister(uint64_t observed, std::function<void(absl::Status)> done);
   void Finish(const std::shared_ptr<CallState>& call, const absl::Status& status);
   void NoteIncarnation(const grpc::ClientContext& ctx);
+  // Replication: merges the failed servers an answer names; hands a call
+  // that fails over to the server serving this one's keys (false: none).
+  void NoteFailedServers(const grpc::ClientContext& ctx);
+  bool Redirect(const std::shared_ptr<CallState>& call);
   void SendHeartbeat();
   // A context for one RPC, cancelled by StopAndCancel(); null once stopped.
   std::shared_ptr<grpc::ClientContext> NewContext(absl::Duration timeout);
@@ -139,6 +151,7 @@ class ServerConnection {
   Clock* const clock_;
   DelayedExecutor* const executor_;
   std::vector<std::unique_ptr<Stub>> stubs_;
+  Failover* failover_ = nullptr;
 
   std::atomic<size_t> next_stub_{0};
   std::atomic<uint64_t> incarnation_{0};

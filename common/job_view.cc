@@ -49,6 +49,7 @@ wire::JobView JobViewToProto(const JobView& view) {
   proto.set_num_workers(view.num_workers);
   proto.set_layout_hash(view.layout_hash);
   proto.set_partition_bytes(view.partition_bytes);
+  proto.set_replicas(view.replicas);
   return proto;
 }
 
@@ -62,6 +63,7 @@ absl::StatusOr<JobView> JobViewFromProto(const wire::JobView& proto) {
   view.num_workers = proto.num_workers();
   view.layout_hash = proto.layout_hash();
   view.partition_bytes = proto.partition_bytes();
+  view.replicas = proto.replicas() == 0 ? 1 : proto.replicas();
   return view;
 }
 
@@ -88,6 +90,7 @@ absl::Status CheckJobViewsAgree(const JobView& ours, const JobView& theirs) {
   if (ours.partition_bytes != theirs.partition_bytes) {
     return Differs("partition_bytes", ours.partition_bytes, theirs.partition_bytes);
   }
+  if (ours.replicas != theirs.replicas) return Differs("replicas", ours.replicas, theirs.replicas);
   if (ours.layout_hash != 0 && ours.layout_hash != theirs.layout_hash) {
     return Differs("layout_hash", absl::StrFormat("%016x", ours.layout_hash),
                    absl::StrFormat("%016x", theirs.layout_hash));

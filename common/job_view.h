@@ -33,6 +33,7 @@ struct JobView {
   int num_workers = 1;
   uint64_t layout_hash = 0;  // 0: not known yet (a server before any Init).
   int64_t partition_bytes = kDefaultPartitionBytes;
+  int replicas = 1;  // copies of every key (common/replica_map.h)
 };
 
 wire::JobView JobViewToProto(const JobView& view);

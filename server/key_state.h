@@ -54,6 +54,9 @@ struct KeyState {
   std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
   // Optimizer steps applied. Written under mu; read without it by waiters.
   std::atomic<int64_t> version{0};
+  // Replication: the version the next copy has acknowledged (pulls of a
+  // later version wait for it while that copy lives).
+  std::atomic<int64_t> replicated_version{0};
   // Per worker rank: the last step it pushed for this key; -1 before any.
   std::vector<int64_t> last_pushed_step ABSL_GUARDED_BY(mu);
   // Per worker rank: the version it last pulled of this key; -1 before any

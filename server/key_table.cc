@@ -8,18 +8,25 @@
 
 namespace shardps {
 
-KeyTable::KeyTable(KeyMap map, int server_id, int num_slots, int num_workers)
-    : map_(std::move(map)), server_id_(server_id) {
-  for (const ChunkInfo& c : map_.ChunksOfServer(server_id)) {
+KeyTable::KeyTable(KeyMap map, int server_id, int num_slots, int num_workers, std::vector<int> held)
+    : map_(std::move(map)), server_id_(server_id), held_(held.empty() ? std::vector<int>{server_id} : std::move(held)) {
+  for (const ChunkInfo& c : map_.chunks()) {  // key order
+    if (std::find(held_.begin(), held_.end(), c.server) == held_.end()) continue;
     keys_.push_back(std::make_unique<KeyState>(c, keys_.size(), num_slots, num_workers));
     by_key_[c.key] = keys_.back().get();
   }
 }
 
+int64_t KeyTable::owned_bytes() const {
+  int64_t bytes = 0;
+  for (int p : held_) bytes += map_.BytesOfServer(p);
+  return bytes;
+}
+
 absl::StatusOr<KeyState*> KeyTable::Find(const ChunkKey& key) const {
   auto it = by_key_.find(key);
   if (it != by_key_.end()) return it->second;
-  absl::Status not_owned = CheckOwned(map_, key, server_id_);
+  absl::Status not_owned = CheckHeld(map_, key, server_id_, held_);
   return not_owned.ok() ? absl::InternalError(absl::StrCat("owned key ", KeyName(key), " has no state")) : not_owned;
 }
 
@@ -69,6 +76,7 @@ absl::Status KeyTable::Restore(std::vector<KeySnapshot> keys, const std::string&
     k.spare.reset();
     k.slots = std::move(s.slots);
     k.version = s.version;
+    k.replicated_version = s.version;
     std::fill(k.last_pushed_step.begin(), k.last_pushed_step.end(), -1);
     std::fill(k.last_pulled_version.begin(), k.last_pulled_version.end(), -1);
     k.grad_sum.clear();

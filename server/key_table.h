@@ -23,22 +23,25 @@ namespace shardps {
 class KeyTable {
  public:
   // The keys that `map` gives `server_id`, zero-filled, each with
-  // `num_slots` optimizer slots.
-  KeyTable(KeyMap map, int server_id, int num_slots, int num_workers);
+  // `num_slots` optimizer slots; with replication, also those of the
+  // primaries it backs up (`held`: the primaries whose keys it holds, itself
+  // first; {server_id} without replication).
+  KeyTable(KeyMap map, int server_id, int num_slots, int num_workers, std::vector<int> held = {});
   KeyTable(const KeyTable&) = delete;
   KeyTable& operator=(const KeyTable&) = delete;
 
   const KeyMap& map() const { return map_; }
   size_t size() const { return keys_.size(); }
   KeyState& key(size_t index) const { return *keys_[index]; }
-  // NOT_FOUND naming the key when this server does not own it.
+  // NOT_FOUND naming the key when this server does not hold it.
   absl::StatusOr<KeyState*> Find(const ChunkKey& key) const;
-  // REQUIRES: this server owns `key`.
+  // REQUIRES: this server holds `key`.
   KeyState& at(const ChunkKey& key) const { return *by_key_.at(key); }
 
   // {smallest, largest} key version.
   std::pair<int64_t, int64_t> VersionRange() const;
-  int64_t owned_bytes() const { return map_.BytesOfServer(server_id_); }
+  int64_t owned_bytes() const;  // of every key held
+  const std::vector<int>& held() const { return held_; }
 
   // Every key's version, weights and slots, each read under its own lock.
   std::vector<KeySnapshot> Capture() const;
@@ -52,6 +55,7 @@ class KeyTable {
  private:
   const KeyMap map_;
   const int server_id_;
+  const std::vector<int> held_;
   std::vector<std::unique_ptr<KeyState>> keys_;
   absl::flat_hash_map<ChunkKey, KeyState*> by_key_;
 };

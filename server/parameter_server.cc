@@ -41,7 +41,8 @@ absl::StatusOr<int> ParameterServerImpl::AdmitTraffic(uint64_t session, const ch
 void ParameterServerImpl::InstallKeys(KeyMap map) {
   tensor_staleness_ = std::make_unique<StalenessHistogram[]>(map.layout().tensors.size());
   table_ = std::make_unique<KeyTable>(std::move(map), options_.server_id, optimizer_->NumSlots(),
-                                      options_.job.num_workers);
+                                      options_.job.num_workers,
+                                      Replicating() ? replicas_->PrimariesHeldBy(options_.server_id) : std::vector<int>{});
   job_layout_hash_ = LayoutHash(table_->map().layout());
   sparse_.Install(table_->map().layout().tables);
   initialized_ = true;
@@ -122,16 +123,24 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
   }
   absl::StatusOr<KeyMap> map = KeyMap::Build(layout, options_.job.num_servers, options_.job.partition_bytes);
   if (!map.ok()) return Refuse(map.status());
+  if (Replicating() && !layout.tables.empty()) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat(
+        "Init refused: the layout has ", layout.tables.size(), " sparse tables, which --replicas=",
+        options_.job.replicas, " does not copy yet; run the job with --replicas=1")));
+  }
+  const std::vector<int> held =
+      Replicating() ? replicas_->PrimariesHeldBy(options_.server_id) : std::vector<int>{options_.server_id};
   absl::flat_hash_map<ChunkKey, const ChunkPayload*> given;
   for (const ChunkPayload& c : chunks) {
-    if (absl::Status owned = CheckOwned(*map, c.key, options_.server_id); !owned.ok()) return Refuse(owned);
+    if (absl::Status owned = CheckHeld(*map, c.key, options_.server_id, held); !owned.ok()) return Refuse(owned);
     absl::Status valid = ValidatePayload("initial value", c, map->Find(c.key)->length, /*bfloat16_allowed=*/false);
     if (!valid.ok()) return Refuse(valid);
     if (!given.emplace(c.key, &c).second) {
       return Refuse(absl::InvalidArgumentError(absl::StrCat("Init names key ", KeyName(c.key), " twice")));
     }
   }
-  for (const ChunkInfo& c : map->ChunksOfServer(options_.server_id)) {
+  for (const ChunkInfo& c : map->chunks()) {
+    if (std::find(held.begin(), held.end(), c.server) == held.end()) continue;
     if (!given.contains(c.key)) {
       return Refuse(absl::InvalidArgumentError(
           absl::StrCat("Init lacks key ", KeyName(c.key), " of server ", options_.server_id)));
@@ -160,6 +169,7 @@ absl::Status ParameterServerImpl::ValidatePush(int rank, int64_t step, const std
     if (!seen.insert(c.key).second) {
       return absl::InvalidArgumentError(absl::StrCat("push names key ", KeyName(c.key), " twice"));
     }
+    if (absl::Status serving = CheckServing(**k); !serving.ok()) return serving;
     absl::Status valid = ValidatePayload("gradient", c, (*k)->info.length, /*bfloat16_allowed=*/true);
     if (!valid.ok()) return valid;
     if (c.base_version && *c.base_version < 0) {
@@ -206,7 +216,10 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     }
   }
   pushes_.fetch_add(1);
-  if (applied_any) WakeReadyPulls();
+  if (applied_any) {
+    FlushReplicas();
+    WakeReadyPulls();
+  }
   return outcomes;
 }
 
@@ -261,7 +274,10 @@ void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad, double lr
     });
   });
   k.version.fetch_add(1);
-  if (options_.job.mode == Mode::kSync) checkpointer_.OnApplied(k.index, k);
+  if (options_.job.mode == Mode::kSync) {
+    checkpointer_.OnApplied(k.index, k);
+    QueueReplica(k);
+  }
   const absl::Time end = absl::Now();
   apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(end - start));
   if (options_.trace) {
@@ -281,7 +297,10 @@ void ParameterServerImpl::CompleteReadySyncSteps() {
     absl::MutexLock lock(&k.mu);
     completed |= sync_.CompleteIfReady(k);
   }
-  if (completed) WakeReadyPulls();
+  if (completed) {
+    FlushReplicas();
+    WakeReadyPulls();
+  }
 }
 
 bool ParameterServerImpl::PullReady(const PendingPull& pull) {
@@ -292,7 +311,8 @@ bool ParameterServerImpl::PullReady(const PendingPull& pull) {
       return membership_.MinLiveClock() >= pull.step - options_.job.staleness && OwnPushApplied(pull);
     case Mode::kSync:
       for (const ChunkKey& key : pull.keys) {
-        if (table_->at(key).version < pull.step) return false;
+        const KeyState& k = table_->at(key);
+        if (k.version < pull.step || !ReplicatedFor(k, pull.step)) return false;
       }
       return true;
   }
@@ -361,7 +381,9 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
   if (step < 0) return done(Refuse(absl::InvalidArgumentError(absl::StrCat("pull step is ", step, "; want >= 0"))));
   if (keys.empty()) return done(Refuse(absl::InvalidArgumentError("pull names no keys")));
   for (const ChunkKey& key : keys) {
-    if (absl::StatusOr<KeyState*> k = table_->Find(key); !k.ok()) return done(Refuse(k.status()));
+    absl::StatusOr<KeyState*> k = table_->Find(key);
+    if (!k.ok()) return done(Refuse(k.status()));
+    if (absl::Status serving = CheckServing(**k); !serving.ok()) return done(Refuse(serving));
   }
   const int value_bytes = answer == wire::DTYPE_UNSPECIFIED ? 0 : ValueBytes(answer);
   PendingPull pull{*rank, step, std::move(keys), value_bytes, after_own_push, deadline, std::move(done)};
@@ -406,6 +428,11 @@ ServerStats ParameterServerImpl::Stats() {
   s.awaiting_rewind = awaiting_rewind_;
   s.checkpoint_steps = checkpointer_.Steps();
   s.staleness = staleness_.Read();
+  s.under_replicated_keys = UnderReplicatedKeys();
+  s.replica_keys_sent = replica_keys_sent_;
+  s.replica_keys_installed = replica_keys_installed_;
+  s.replica_bytes_sent = replica_bytes_sent_;
+  s.failed_servers = FailedServers();
   if (initialized_) {
     const Layout& layout = table_->map().layout();
     for (size_t t = 0; t < layout.tensors.size(); ++t) {

@@ -29,8 +29,10 @@
 #include "common/job_view.h"
 #include "common/key_partition.h"
 #include "common/layout.h"
+#include "common/replica_map.h"
 #include "proto/shardps.pb.h"
 #include "server/payload_blocks.h"
+#include "server/replica_link.h"
 #include "server/server_options.h"
 #include "server/sparse/sparse_store.h"
 #include "server/staleness_histogram.h"
@@ -98,6 +100,14 @@ struct ServerStats {
   // layout order; empty before Init.
   std::vector<std::pair<std::string, StalenessHistogram::Counts>> staleness_by_tensor;
   std::vector<SparseTableStats> tables;  // in layout order; empty before Init
+  // Replication: keys this server serves with fewer copies than --replicas
+  // (their next copy failed), updates forwarded and installed, bytes sent,
+  // and the servers known to have failed.
+  int64_t under_replicated_keys = 0;
+  int64_t replica_keys_sent = 0;
+  int64_t replica_keys_installed = 0;
+  int64_t replica_bytes_sent = 0;
+  ServerSet failed_servers;
 };
 
 class ParameterServer {
@@ -182,6 +192,21 @@ class ParameterServer {
   // core (a malformed frame, an unknown pull encoding, ...), as the core
   // does its own refusals; returns `status`.
   virtual absl::Status RecordRefused(absl::Status status) = 0;
+
+  // Replication (DESIGN.md, "Replication"; common/replica_map.h). Every
+  // server's address, from a worker's registration (for the replica link).
+  virtual void NotePeers(const std::vector<std::string>& addresses) = 0;
+  // Servers known to have failed (a worker's request says so): this server
+  // takes over the keys it backs up for them; named itself, it steps down
+  // (refuses its keys' pushes and pulls, UNAVAILABLE, and fails its waiting
+  // pulls so that workers go to the backup).
+  virtual void NoteFailedServers(ServerSet failed) = 0;
+  virtual ServerSet FailedServers() const = 0;
+  // A primary's updated keys (ReplicaUpdate, from server `from`): installed
+  // whole where newer than what is here. FAILED_PRECONDITION when this server
+  // has taken over `from`'s keys; NOT_FOUND or INVALID_ARGUMENT for a key it
+  // does not hold for `from` or of the wrong size; UNAVAILABLE before Init.
+  virtual absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) = 0;
 
   // Fails all waiting pulls with UNAVAILABLE and refuses new pushes and
   // pulls; writes a final checkpoint when configured. Idempotent.

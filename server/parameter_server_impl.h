@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/replica_map.h"
 #include "server/key_table.h"
 #include "server/membership.h"
 #include "server/optimizer.h"
@@ -53,6 +54,10 @@ class ParameterServerImpl final : public ParameterServer {
   Mode mode() const override { return options_.job.mode; }
   uint64_t incarnation() const override { return incarnation_; }
   absl::Status RecordRefused(absl::Status status) override { return Refuse(std::move(status)); }
+  void NotePeers(const std::vector<std::string>& addresses) override;
+  void NoteFailedServers(ServerSet failed) override;
+  ServerSet FailedServers() const override { return ServerSet{failed_bits_.load()}; }
+  absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) override;
   void Shutdown() override;
 
  private:
@@ -97,6 +102,24 @@ class ParameterServerImpl final : public ParameterServer {
   void CompletePull(PendingPull pull);
   void WakeReadyPulls();
 
+  // Replication (parameter_server_replication.cc).
+  bool Replicating() const { return replicas_.has_value() && replicas_->replicas() > 1; }
+  // OK when this server serves `k` now; UNAVAILABLE when it stepped down,
+  // FAILED_PRECONDITION when it holds `k` as a backup of a live primary.
+  absl::Status CheckServing(const KeyState& k) const;
+  // The server this one forwards `k`'s updates to; -1 when none.
+  int NextCopy(const KeyState& k) const;
+  // Sync: a pull of version `step` also waits for the next copy to have it.
+  bool ReplicatedFor(const KeyState& k, int64_t step) const;
+  // After an update of `k` that this server serves: queues it for the next
+  // copy. REQUIRES: k.mu held.
+  void QueueReplica(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // Sends the queued updates through the replica link.
+  void FlushReplicas();
+  void OnReplicaSent(int to, const std::vector<std::pair<ChunkKey, int64_t>>& sent, const absl::Status& status);
+  void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  int64_t UnderReplicatedKeys() const;
+
   // Constant after construction.
   const ServerOptions options_;
   Clock* const clock_;
@@ -135,6 +158,14 @@ class ParameterServerImpl final : public ParameterServer {
   // Tick's last staleness report: the counts then, and the step.
   StalenessHistogram::Counts staleness_reported_;
   int64_t staleness_reported_step_ = 0;
+
+  // Replication: the chains (with --replicas), the servers known to have
+  // failed (bits), and the updates waiting for the link.
+  std::optional<ReplicaMap> replicas_;
+  std::atomic<uint64_t> failed_bits_{0};
+  absl::Mutex replicas_mu_;
+  std::vector<ReplicaUpdate> outgoing_ ABSL_GUARDED_BY(replicas_mu_);
+  std::atomic<int64_t> replica_keys_sent_{0}, replica_keys_installed_{0}, replica_bytes_sent_{0};
 
   std::atomic<bool> shut_down_{false};
   std::atomic<int64_t> pushes_{0}, pulls_{0}, heartbeats_{0}, refused_{0}, unauthenticated_{0}, bytes_pushed_{0}, bytes_pulled_{0};

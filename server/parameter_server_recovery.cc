@@ -7,6 +7,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "common/replica_map.h"
 #include "server/parameter_server_impl.h"
 #include "spdlog/spdlog.h"
 
@@ -51,6 +52,14 @@ absl::Status ValidateOptions(const ServerOptions& o) {
   if (o.checkpoint_every_steps < 0) return bad("checkpoint_every_steps must be >= 0");
   if (o.row_admit_count < 0) return bad("row_admit_count is ", o.row_admit_count, "; want >= 0");
   if (o.row_ttl_steps < 0) return bad("row_ttl_steps is ", o.row_ttl_steps, "; want >= 0 (0: keep every row)");
+  if (absl::StatusOr<ReplicaMap> replicas = ReplicaMap::Build(j.num_servers, j.replicas); !replicas.ok()) {
+    return replicas.status();
+  }
+  if (j.replicas > 2) return bad("--replicas=", j.replicas, ": at most 2 copies are supported so far");
+  if (j.replicas > 1 && j.mode != Mode::kSync) {
+    return bad("--replicas=", j.replicas, " works with --mode=sync only so far (this job: --mode=", ModeName(j.mode),
+               "); async and ssp jobs fall back to checkpoints");
+  }
   if (j.mode == Mode::kSync && o.momentum_lookahead > 0) {
     return bad("momentum_lookahead is ", o.momentum_lookahead, "; sync has no stale pushes to lead (want auto or none)");
   }
@@ -77,6 +86,7 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
       checkpointer_(options, std::move(store), &membership_, clock),
       sparse_(SparseOptions(options, &membership_)),
       clocks_(options.job.num_workers, &membership_) {
+  if (options.job.replicas > 1) replicas_ = *ReplicaMap::Build(options.job.num_servers, options.job.replicas);
   checkpointer_.CaptureTablesWith([this](int64_t step) { sparse_.ArmCapture(step); },
                                   [this](int64_t step) { return sparse_.CaptureAt(step); },
                                   [this] { return sparse_.MinVersion(); });
@@ -160,6 +170,7 @@ void ParameterServerImpl::Tick() {
     CompleteReadySyncSteps();
     if (initialized_) WakeReadyPulls();
   }
+  if (initialized_) FlushReplicas();
   sparse_.Tick(clock_->Now());
   for (PendingPull& p : waiters_.TakeExpired(clock_->Now())) {
     refused_.fetch_add(1);

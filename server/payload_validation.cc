@@ -61,6 +61,17 @@ absl::Status CheckOwned(const KeyMap& map, const ChunkKey& key, int server) {
       absl::StrCat("key ", KeyName(key), " is owned by server ", info->server, ", not server ", server));
 }
 
+absl::Status CheckHeld(const KeyMap& map, const ChunkKey& key, int server, const std::vector<int>& held) {
+  if (held.size() <= 1) return CheckOwned(map, key, server);
+  const ChunkInfo* info = map.Find(key);
+  if (info == nullptr) return absl::NotFoundError(absl::StrCat("key ", KeyName(key), " is not in the layout"));
+  for (int p : held) {
+    if (info->server == p) return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("key ", KeyName(key), " is owned by server ", info->server,
+                                          " and not held by server ", server, " (neither as primary nor backup)"));
+}
+
 absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_t length, bool bfloat16_allowed) {
   const int value_bytes = ValueBytes(chunk.dtype);
   if (value_bytes == 0 || (chunk.dtype == wire::DTYPE_BFLOAT16 && !bfloat16_allowed)) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include <vector>
+
 #include "common/key_partition.h"
 #include "server/payload_blocks.h"
 
@@ -14,6 +16,9 @@ namespace shardps {
 
 // OK when `server` owns `key` in `map`; NOT_FOUND naming the key otherwise.
 absl::Status CheckOwned(const KeyMap& map, const ChunkKey& key, int server);
+// The same for a server holding the keys of the primaries `held` (itself
+// first; its backups' primaries after it, with replication).
+absl::Status CheckHeld(const KeyMap& map, const ChunkKey& key, int server, const std::vector<int>& held);
 
 // INVALID_ARGUMENT unless `chunk` holds `length` finite values in an
 // encoding the server takes: float32 always, bfloat16 when

@@ -14,6 +14,7 @@
 #include "common/shutdown_signal.h"
 #include "server/parameter_server.h"
 #include "common/trace.h"
+#include "server/grpc_replica_link.h"
 #include "server/ps_server_host.h"
 #include "spdlog/spdlog.h"
 
@@ -24,6 +25,12 @@ ABSL_FLAG(int, num_servers, 1, "Servers in the job.");
 ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
 ABSL_FLAG(std::string, mode, "sync", "Consistency: sync (BSP), async (ASP) or ssp (bounded staleness).");
 ABSL_FLAG(int, staleness, 0, "ssp: a pull at clock c waits until the slowest live worker is at c - staleness.");
+ABSL_FLAG(int, replicas, 1,
+          "Copies of every key on distinct servers (1 or more; 2: a backup that takes over, with no step lost, "
+          "when its primary fails; sync mode).");
+ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
+          "With --replicas > 1: how long this server retries its backup before taking it for failed (its keys then "
+          "have a single copy).");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk (key) in bytes; a multiple of 4.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
 ABSL_FLAG(std::string, async_lr_scaling, "workers",
@@ -107,6 +114,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.job.num_servers = absl::GetFlag(FLAGS_num_servers);
   o.job.num_workers = absl::GetFlag(FLAGS_num_workers);
   o.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  o.job.replicas = absl::GetFlag(FLAGS_replicas);
   absl::StatusOr<OptimizerKind> kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
   if (!kind.ok()) return kind.status();
   o.optimizer.kind = *kind;
@@ -170,6 +178,27 @@ int Run(ShutdownSignal& signal) {
   std::unique_ptr<Trace> trace;
   if (!trace_file.empty()) trace = std::make_unique<Trace>(absl::StrCat("ps_server ", options->server_id));
   options->trace = trace.get();
+  const TlsFiles tls{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca),
+                     absl::GetFlag(FLAGS_tls_mutual)};
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) {
+    spdlog::critical("cannot start: {}", std::string(token.status().message()));
+    return 1;
+  }
+  // Declared before the host, so that it is reset explicitly before the
+  // host's core goes (its callbacks call into the core).
+  std::unique_ptr<GrpcReplicaLink> link;
+  if (options->job.replicas > 1) {
+    absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = GrpcReplicaLink::Create(ReplicaLinkOptions{
+        absl::GetFlag(FLAGS_server_timeout_for_failover), absl::Seconds(10), tls, *token,
+        absl::GetFlag(FLAGS_max_message_bytes)});
+    if (!made.ok()) {
+      spdlog::critical("cannot start: {}", std::string(made.status().message()));
+      return 1;
+    }
+    link = *std::move(made);
+    options->replica_link = link.get();
+  }
   RealClock clock;
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(*options, &clock);
   if (!core.ok()) {
@@ -185,13 +214,7 @@ int Run(ShutdownSignal& signal) {
   host_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   host_options.tcp_congestion = absl::GetFlag(FLAGS_tcp_congestion);
   host_options.socket_priority = absl::GetFlag(FLAGS_socket_priority);
-  host_options.tls = TlsFiles{absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca),
-                              absl::GetFlag(FLAGS_tls_mutual)};
-  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
-  if (!token.ok()) {
-    spdlog::critical("cannot start: {}", std::string(token.status().message()));
-    return 1;
-  }
+  host_options.tls = tls;
   host_options.auth_token = *token;
   host_options.on_admin_stop = [&signal] { signal.Request(); };
   host_options.trace = trace.get();
@@ -207,6 +230,7 @@ int Run(ShutdownSignal& signal) {
   const int received = signal.Wait();
   spdlog::info("{}: shutting down", received != 0 ? absl::StrCat("signal ", received, " received") : "stop requested");
   (*host)->Shutdown();
+  link.reset();  // joins its senders while the core is still there
   if (trace) {
     host->reset();  // no call records anything after this
     if (absl::Status s = trace->Write(trace_file); !s.ok()) {

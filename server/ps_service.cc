@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -66,6 +68,7 @@ class ImmediateReactor final : public ProtoReactor<Req> {
 absl::StatusOr<wire::RegisterResponse> Register(ParameterServer* core, const wire::RegisterRequest& req) {
   absl::StatusOr<JobView> view = JobViewFromProto(req.view());
   if (!view.ok()) return core->RecordRefused(view.status());
+  core->NotePeers(std::vector<std::string>(req.servers().begin(), req.servers().end()));
   std::optional<ParameterServer::Resume> resume;
   if (req.has_resume_step()) resume = ParameterServer::Resume{req.resume_step(), req.timeline()};
   absl::StatusOr<Registration> reg = core->Register(req.rank(), *view, resume);
@@ -82,6 +85,36 @@ absl::StatusOr<wire::RegisterResponse> Register(ParameterServer* core, const wir
   resp.set_trained(reg->trained);
   for (int64_t s : reg->checkpoint_steps) resp.add_checkpoint_steps(s);
   return resp;
+}
+
+// Float32 values from raw little-endian bytes; INVALID_ARGUMENT when the
+// size is not a multiple of 4.
+absl::StatusOr<std::vector<float>> FloatsOf(const std::string& bytes, absl::string_view what) {
+  if (bytes.size() % 4 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", bytes.size(), " bytes, not a multiple of 4"));
+  }
+  std::vector<float> out(bytes.size() / 4);
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+absl::StatusOr<wire::ReplicateResponse> Replicate(ParameterServer* core, const wire::ReplicateRequest& req) {
+  std::vector<ReplicaUpdate> updates;
+  updates.reserve(req.keys_size());
+  for (const wire::ReplicaKey& k : req.keys()) {
+    ReplicaUpdate u{{k.key().tensor(), k.key().chunk()}, k.version(), nullptr, {}};
+    absl::StatusOr<std::vector<float>> weights = FloatsOf(k.weights(), "a replica's weights");
+    if (!weights.ok()) return core->RecordRefused(weights.status());
+    u.weights = std::make_shared<const std::vector<float>>(*std::move(weights));
+    for (const std::string& slot : k.slots()) {
+      absl::StatusOr<std::vector<float>> values = FloatsOf(slot, "a replica's optimizer slot");
+      if (!values.ok()) return core->RecordRefused(values.status());
+      u.slots.push_back(*std::move(values));
+    }
+    updates.push_back(std::move(u));
+  }
+  if (absl::Status applied = core->ApplyReplica(req.from_server(), updates); !applied.ok()) return applied;
+  return wire::ReplicateResponse();
 }
 
 absl::StatusOr<wire::InitResponse> Init(ParameterServer* core, const wire::InitRequest& req) {
@@ -278,6 +311,7 @@ grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallback
   if (name == "PushRows") return Immediate(ctx, core, &PushRows);
   if (name == "Heartbeat") return Immediate(ctx, core, &Heartbeat);
   if (name == "Rewind") return Immediate(ctx, core, &Rewind);
+  if (name == "Replicate") return Immediate(ctx, core, &Replicate);
   UnaryReactor* r = nullptr;
   if (name == "Admin") r = new AdminReactor(ctx, core, stop);
   if (name == "Pull") r = new PullReactor(ctx, core);

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/job_view.h"
 #include "common/trace.h"
+#include "server/replica_link.h"
 #include "server/optimizer.h"
 
 namespace shardps {
@@ -75,6 +76,10 @@ struct ServerOptions {
   // Records every key's apply; null: not traced. Borrowed: must outlive the
   // server.
   Trace* trace = nullptr;
+  // With job.replicas > 1: carries this server's updates to the next copy
+  // (server/replica_link.h); must outlive the server. Null: updates stay
+  // here, and pulls do not wait for a copy's acknowledgement.
+  ReplicaLink* replica_link = nullptr;
 };
 
 // Updates that make one step of the learning-rate schedule

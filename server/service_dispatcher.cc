@@ -38,6 +38,12 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
     return new RefusingReactor(ctx, core_->incarnation(), refused);
   }
   if (push_connections_ != nullptr && ctx->method() == kRawPushMethod) push_connections_->Mark(ctx->peer());
+  // Replication: the servers this worker knows to have failed.
+  if (auto it = ctx->client_metadata().find(kFailedServersKey); it != ctx->client_metadata().end()) {
+    if (std::optional<uint64_t> bits = ParseIncarnation(absl::string_view(it->second.data(), it->second.size()))) {
+      core_->NoteFailedServers(ServerSet{*bits});
+    }
+  }
   if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_, stop_)) return r;
   if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_, trace_)) return r;
   return new RefusingReactor(ctx, core_->incarnation(),

@@ -7,7 +7,7 @@
 namespace shardps {
 
 absl::Status SyncAggregator::CheckStep(const KeyState& k, int rank, int64_t step) {
-  if (k.last_pushed_step[rank] == step || k.version == step) return absl::OkStatus();
+  if (k.last_pushed_step[rank] >= step || k.version == step) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("push for step ", step, " refused: key ", KeyName(k.info.key),
                                                     " is at step ", k.version.load()));
 }
@@ -36,7 +36,8 @@ void AddHeld(KeyState& k, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
 
 absl::StatusOr<wire::PushOutcome> SyncAggregator::Add(KeyState& k, int rank, int64_t step,
                                                       const ChunkPayload& grad) {
-  if (k.last_pushed_step[rank] == step) return wire::PUSH_DUPLICATE;
+  // Pushed already (again after a failover, say): this step or a later one.
+  if (k.last_pushed_step[rank] >= step) return wire::PUSH_DUPLICATE;
   if (absl::Status at_step = CheckStep(k, rank, step); !at_step.ok()) return at_step;
   if (k.grad_sum.empty()) {
     k.grad_sum.assign(k.info.length, 0.0f);

@@ -29,7 +29,7 @@ class SyncAggregator {
       : num_workers_(num_workers), membership_(membership), apply_(std::move(apply)) {}
 
   // Adds `rank`'s gradient for `step`: PUSH_DUPLICATE when it already
-  // pushed this step, PUSH_APPLIED when it completed the step, else
+  // pushed this step or a later one, PUSH_APPLIED when it completed the step, else
   // PUSH_BUFFERED. FAILED_PRECONDITION naming both steps when the key is at
   // another step. REQUIRES: k.mu held.
   absl::StatusOr<wire::PushOutcome> Add(KeyState& k, int rank, int64_t step, const ChunkPayload& grad)

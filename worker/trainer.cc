@@ -170,6 +170,15 @@ absl::Status Trainer::Step(int64_t step, const std::vector<int64_t>& indices, bo
   return pushed;
 }
 
+uint64_t WeightsFingerprint(const std::vector<HostBuffer>& tensors) {
+  uint64_t h = 1469598103934665603ull;
+  for (const HostBuffer& t : tensors) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(t.data());
+    for (int64_t i = 0; i < t.size() * static_cast<int64_t>(sizeof(float)); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
 absl::StatusOr<double> Trainer::Evaluate(int64_t step) {
   if (absl::Status drained = DrainTransfers(); !drained.ok()) return drained;
   std::vector<TensorOut> outs;
@@ -263,6 +272,7 @@ absl::Status Trainer::EndEpoch(int64_t step, EpochProgress& p, TrainSummary& sum
     if (!accuracy.ok()) return accuracy.status();  // Evaluate drained the pulls ahead
     result.test_accuracy = *accuracy;
     summary.final_test_accuracy = *accuracy;
+    summary.final_weights_fnv1a = WeightsFingerprint(host_weights_);
   }
   spdlog::info("epoch {} done in {:.1f} s: mean loss {:.4f}, train accuracy {:.4f}{}", p.epoch, result.seconds,
                result.mean_loss, result.train_accuracy,
@@ -396,6 +406,7 @@ std::string SummaryJson(const TrainSummary& s, const std::string& config_json) {
                                   ", \"test_accuracy\": ", e.test_accuracy, "}"));
   }
   return absl::StrCat("{\n  \"config\": ", config_json, ",\n  \"final_test_accuracy\": ", s.final_test_accuracy,
+                      ",\n  \"final_weights_fnv1a\": \"", absl::Hex(s.final_weights_fnv1a, absl::kZeroPad16), "\"",
                       ",\n  \"wall_seconds\": ", s.wall_seconds, ",\n  \"first_step\": ", s.first_step,
                       ",\n  \"rejoins\": ", s.rejoins, ",\n  \"steps_redone\": ", s.steps_redone,
                       ",\n  \"steps\": ", s.steps,

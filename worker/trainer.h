@@ -67,6 +67,9 @@ struct EpochResult {
   double test_accuracy = -1;  // -1: not evaluated on this worker.
 };
 
+// FNV-1a 64 of the tensors' float32 bytes, in order.
+uint64_t WeightsFingerprint(const std::vector<HostBuffer>& tensors);
+
 struct TrainSummary {
   std::vector<EpochResult> epochs;
   int64_t first_step = 0;  // where this worker joined the job
@@ -81,6 +84,10 @@ struct TrainSummary {
   TimeSplit split;
   std::string divergence;  // the divergence warning, if one was given
   double final_test_accuracy = -1;
+  // FNV-1a of the weights that test accuracy was measured with, every
+  // tensor's float32 bytes in layout order: two runs that end bitwise
+  // alike print the same (0: this rank does not evaluate).
+  uint64_t final_weights_fnv1a = 0;
   std::vector<float> losses;  // every step's loss, in order.
 };
 

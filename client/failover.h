@@ -1,0 +1,72 @@
+// The worker's side of replication (DESIGN.md, "Replication";
+// common/replica_map.h): which servers have failed, which connection serves
+// a failed server's keys, and the sync pushes to push again there.
+//
+// A server is taken for failed when a transfer to it is refused or reset
+// (kill -9), when it has not answered for --server_timeout_for_failover, or
+// when any server's answer says so (trailing metadata). Every request then
+// carries the failed set (request metadata), and a server that learns of a
+// failure serves the keys it backs up for it (server/parameter_server.h).
+// Calls to a failed server go to the next live server of its chain.
+//
+// A sync push that the failed server acknowledged may not have reached its
+// backup (the step was not complete there yet): each server's acknowledged
+// pushes of the latest step are kept and pushed again to the backup, which
+// takes them as duplicates where it has the step already.
+//
+// Thread-safe.
+#ifndef SHARDPS_CLIENT_FAILOVER_H_
+#define SHARDPS_CLIENT_FAILOVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/server_connection.h"
+#include "common/replica_map.h"
+
+namespace shardps {
+
+class Failover {
+ public:
+  Failover(ReplicaMap map, absl::Duration timeout) : map_(map), timeout_(timeout) {}
+
+  // The connections, in server-id order; before any call.
+  void Attach(std::vector<ServerConnection*> connections) { connections_ = std::move(connections); }
+  // From the first registration on: before it, a refused connection is a
+  // server still starting, not a failed one.
+  void Arm() { armed_ = true; }
+  bool armed() const { return armed_; }
+
+  absl::Duration timeout() const { return timeout_; }
+  ServerSet failed() const { return ServerSet{failed_bits_.load()}; }
+  // The connection serving `server`'s keys now; null when every copy failed.
+  ServerConnection* Serving(int server) const;
+  // Adds `servers` to the failed set (`why` for the log); pushes the kept
+  // pushes of each newly failed one again, to the server now serving it.
+  void MarkFailed(ServerSet servers, absl::string_view why);
+  // A sync push of `step` that `server` acknowledged: kept (and the kept
+  // pushes of earlier steps to it dropped) until a later step's push is.
+  void Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt);
+
+ private:
+  struct Kept {
+    int server = 0;
+    int64_t step = 0;
+    CallSpec spec;
+    ServerConnection::Attempt attempt;
+  };
+  const ReplicaMap map_;
+  const absl::Duration timeout_;
+  std::vector<ServerConnection*> connections_;
+  std::atomic<bool> armed_{false};
+  std::atomic<uint64_t> failed_bits_{0};
+  absl::Mutex mu_;
+  std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_CLIENT_FAILOVER_H_

@@ -1,0 +1,136 @@
+#include "server/grpc_replica_link.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+namespace {
+
+constexpr absl::Duration kRetryBackoff = absl::Milliseconds(50);
+
+wire::ReplicateRequest RequestOf(int from, const std::vector<ReplicaUpdate>& updates) {
+  wire::ReplicateRequest req;
+  req.set_from_server(from);
+  for (const ReplicaUpdate& u : updates) {
+    wire::ReplicaKey* k = req.add_keys();
+    k->mutable_key()->set_tensor(u.key.tensor);
+    k->mutable_key()->set_chunk(u.key.chunk);
+    k->set_version(u.version);
+    k->set_weights(reinterpret_cast<const char*>(u.weights->data()), u.weights->size() * 4);
+    for (const std::vector<float>& slot : u.slots) {
+      k->add_slots(reinterpret_cast<const char*>(slot.data()), slot.size() * 4);
+    }
+  }
+  return req;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> GrpcReplicaLink::Create(const ReplicaLinkOptions& options) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  return std::unique_ptr<GrpcReplicaLink>(new GrpcReplicaLink(options, *std::move(credentials)));
+}
+
+GrpcReplicaLink::~GrpcReplicaLink() {
+  std::vector<std::thread> senders;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& [to, peer] : peers_) senders.push_back(std::move(peer->sender));
+  }
+  for (std::thread& t : senders) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void GrpcReplicaLink::SetPeers(const std::vector<std::string>& addresses) {
+  absl::MutexLock lock(&mu_);
+  if (addresses_.empty()) addresses_ = addresses;
+}
+
+void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
+                           std::function<void(absl::Status)> done) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    done(absl::UnavailableError("the server is shutting down"));
+    return;
+  }
+  std::unique_ptr<Peer>& peer = peers_[to];
+  if (peer == nullptr) {
+    peer = std::make_unique<Peer>();
+    peer->sender = std::thread([this, to] { Run(to); });
+  }
+  peer->queue.push_back(Item{from, std::move(updates), std::move(done)});
+}
+
+void GrpcReplicaLink::Run(int to) {
+  for (;;) {
+    std::vector<Item> items;
+    Peer* peer = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      peer = peers_[to].get();
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || (!peer->queue.empty() && static_cast<int>(addresses_.size()) > to);
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) {
+        for (Item& item : peer->queue) item.done(absl::UnavailableError("the server is shutting down"));
+        peer->queue.clear();
+        return;
+      }
+      if (peer->stub == nullptr) {
+        grpc::ChannelArguments args;
+        args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
+        args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
+        args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+        args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+        args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+        peer->stub = wire::ParameterService::NewStub(grpc::CreateCustomChannel(addresses_[to], credentials_, args));
+      }
+      for (Item& item : peer->queue) items.push_back(std::move(item));
+      peer->queue.clear();
+    }
+    const absl::Status status = Deliver(*peer, to, items);
+    for (Item& item : items) item.done(status);
+  }
+}
+
+absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, const std::vector<Item>& items) {
+  // One request: the items in order (a later update of a key supersedes an earlier one there).
+  std::vector<ReplicaUpdate> all;
+  for (const Item& item : items) all.insert(all.end(), item.updates.begin(), item.updates.end());
+  const wire::ReplicateRequest req = RequestOf(items.front().from, all);
+  const absl::Time first = absl::Now();
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.attempt_timeout));
+    if (!options_.auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
+    wire::ReplicateResponse resp;
+    const absl::Status status = FromGrpcStatus(peer.stub->Replicate(&ctx, req, &resp));
+    if (status.ok() || !(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))) return status;
+    const absl::Duration waited = absl::Now() - first;
+    // A refused or reset connection is a dead process (kill -9), not a slow one.
+    const bool gone = absl::StrContains(status.message(), "Connection refused") ||
+                      absl::StrContains(status.message(), "Connection reset");
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::UnavailableError("the server is shutting down");
+    }
+    if (gone || waited >= options_.failover_timeout) {
+      return absl::UnavailableError(absl::StrCat("server ", to, " did not take ", all.size(), " updated keys in ",
+                                                 attempt, " attempts over ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(10))),
+                                                 " (--server_timeout_for_failover ",
+                                                 absl::FormatDuration(options_.failover_timeout), "): ",
+                                                 status.message()));
+    }
+    absl::SleepFor(kRetryBackoff);
+  }
+}
+
+}  // namespace shardps

@@ -1,0 +1,72 @@
+// ReplicaLink over gRPC (server/replica_link.h): a primary's updates go to
+// the next copy as Replicate calls (proto/shardps.proto), one sender thread
+// per destination, in order; what queues up while a call is out goes in the
+// next call. A destination that refuses or resets the connection (a dead
+// process) is reported UNAVAILABLE at once; one that does not answer
+// (deadlines) is retried for failover_timeout first.
+#ifndef SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
+#define SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/security.h"
+#include "proto/shardps.grpc.pb.h"
+#include "server/replica_link.h"
+
+namespace shardps {
+
+struct ReplicaLinkOptions {
+  absl::Duration failover_timeout = absl::Seconds(3);
+  absl::Duration attempt_timeout = absl::Seconds(10);  // of one call (a large update takes a while)
+  TlsFiles tls;            // as the server's own: TLS to peers with `ca`
+  std::string auth_token;  // the job token, sent to peers
+  int64_t max_message_bytes = 256 << 20;
+};
+
+class GrpcReplicaLink final : public ReplicaLink {
+ public:
+  // FAILED_PRECONDITION or INVALID_ARGUMENT for unusable TLS files.
+  static absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> Create(const ReplicaLinkOptions& options);
+  // Fails what is still queued (UNAVAILABLE) and joins the sender threads.
+  ~GrpcReplicaLink() override;
+
+  void SetPeers(const std::vector<std::string>& addresses) override;
+  void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) override;
+
+ private:
+  struct Item {
+    int from = 0;
+    std::vector<ReplicaUpdate> updates;
+    std::function<void(absl::Status)> done;
+  };
+  struct Peer {
+    std::deque<Item> queue;
+    std::unique_ptr<wire::ParameterService::Stub> stub;
+    std::thread sender;
+  };
+  GrpcReplicaLink(const ReplicaLinkOptions& options, std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : options_(options), credentials_(std::move(credentials)) {}
+  void Run(int to);
+  // One call with every item taken; retried as the class comment says.
+  absl::Status Deliver(Peer& peer, int to, const std::vector<Item>& items);
+
+  const ReplicaLinkOptions options_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  absl::Mutex mu_;
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_GRPC_REPLICA_LINK_H_

@@ -1,0 +1,205 @@
+// ParameterServerImpl: replication (DESIGN.md, "Replication";
+// common/replica_map.h). With --replicas=2 a server holds its own keys and
+// those of the server before it. After a sync step it forwards the keys it
+// serves, whole (weights and optimizer slots), to their next copy; a pull of
+// that version waits until the copy has acknowledged it, so no worker reads
+// a version that the backup lacks. When workers report a server failed
+// (request metadata), its backup serves its keys from the version it has,
+// and the workers push again what that version lacks; a server named failed
+// steps down.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/parameter_server_impl.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+
+absl::Status ParameterServerImpl::CheckServing(const KeyState& k) const {
+  if (!Replicating()) return absl::OkStatus();
+  const ServerSet failed = FailedServers();
+  const int primary = k.info.server;
+  const int serving = replicas_->Serving(primary, failed);
+  if (serving == options_.server_id) return absl::OkStatus();
+  if (failed.Has(options_.server_id)) {
+    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " stepped down (failed servers ",
+                                               failed.DebugString(), "): key ", KeyName(k.info.key),
+                                               " is served by server ", serving));
+  }
+  return absl::FailedPreconditionError(absl::StrCat("server ", options_.server_id, " holds key ", KeyName(k.info.key),
+                                                    " as a backup of server ", primary, ", which serves it (failed servers ",
+                                                    failed.DebugString(), ")"));
+}
+
+int ParameterServerImpl::NextCopy(const KeyState& k) const {
+  if (!Replicating() || options_.replica_link == nullptr) return -1;
+  return replicas_->NextLiveAfter(k.info.server, options_.server_id, FailedServers());
+}
+
+bool ParameterServerImpl::ReplicatedFor(const KeyState& k, int64_t step) const {
+  return k.replicated_version >= step || NextCopy(k) < 0;
+}
+
+void ParameterServerImpl::QueueReplica(KeyState& k) {
+  if (NextCopy(k) < 0 || !CheckServing(k).ok()) return;
+  absl::MutexLock lock(&replicas_mu_);
+  outgoing_.push_back(ReplicaUpdate{k.info.key, k.version, k.weights, k.slots});
+}
+
+void ParameterServerImpl::FlushReplicas() {
+  if (!Replicating() || options_.replica_link == nullptr) return;
+  std::vector<ReplicaUpdate> updates;
+  {
+    absl::MutexLock lock(&replicas_mu_);
+    updates.swap(outgoing_);
+  }
+  if (updates.empty()) return;
+  // Grouped by the copy they go to (one per primary this server serves).
+  std::map<int, std::vector<ReplicaUpdate>> by_copy;
+  for (ReplicaUpdate& u : updates) {
+    const int to = NextCopy(table_->at(u.key));
+    if (to >= 0) by_copy[to].push_back(std::move(u));
+  }
+  for (auto& [to, group] : by_copy) {
+    std::vector<std::pair<ChunkKey, int64_t>> sent;
+    int64_t bytes = 0;
+    for (const ReplicaUpdate& u : group) {
+      sent.emplace_back(u.key, u.version);
+      bytes += static_cast<int64_t>(u.weights->size()) * 4 * (1 + static_cast<int64_t>(u.slots.size()));
+    }
+    replica_keys_sent_.fetch_add(static_cast<int64_t>(group.size()));
+    replica_bytes_sent_.fetch_add(bytes);
+    options_.replica_link->Send(options_.server_id, to, std::move(group),
+                                [this, to = to, sent = std::move(sent)](absl::Status status) {
+                                  OnReplicaSent(to, sent, status);
+                                });
+  }
+}
+
+void ParameterServerImpl::OnReplicaSent(int to, const std::vector<std::pair<ChunkKey, int64_t>>& sent,
+                                        const absl::Status& status) {
+  if (shut_down_) return;
+  if (status.ok()) {
+    for (const auto& [key, version] : sent) {
+      KeyState& k = table_->at(key);
+      int64_t seen = k.replicated_version.load();
+      while (seen < version && !k.replicated_version.compare_exchange_weak(seen, version)) {
+      }
+    }
+    WakeReadyPulls();
+    return;
+  }
+  ServerSet failed;
+  if (absl::IsFailedPrecondition(status)) {
+    spdlog::error("server {}: server {} has taken over its keys ({}); stepping down", options_.server_id, to,
+                  std::string(status.message()));
+    failed.Add(options_.server_id);
+  } else {
+    spdlog::error("server {}: its backup, server {}, did not take the updates ({}); taken for failed: its keys now "
+                  "have a single copy",
+                  options_.server_id, to, std::string(status.message()));
+    failed.Add(to);
+  }
+  NoteFailedServers(failed);
+}
+
+void ParameterServerImpl::NoteFailedServers(ServerSet failed) {
+  if (!Replicating() || failed.bits == 0) return;
+  const uint64_t before = failed_bits_.fetch_or(failed.bits);
+  const uint64_t added = failed.bits & ~before;
+  if (added == 0) return;
+  const ServerSet now{before | failed.bits};
+  if ((added >> options_.server_id) & 1) {
+    spdlog::error("server {} is named failed (failed servers {}): it steps down and serves no key; its backups "
+                  "serve them",
+                  options_.server_id, now.DebugString());
+    for (PendingPull& p : waiters_.TakeAll()) {
+      p.done(absl::UnavailableError(absl::StrCat("server ", options_.server_id, " stepped down (failed servers ",
+                                                 now.DebugString(), "); its keys are served by their backups")));
+    }
+    return;
+  }
+  spdlog::warn("server {} learns that servers {} failed: it serves the keys it backs up for them", options_.server_id,
+               ServerSet{added}.DebugString());
+  if (!initialized_) return;
+  absl::ReaderMutexLock state(&rewind_mu_);
+  CompleteReadySyncSteps();
+  WakeReadyPulls();  // pulls that waited for a failed copy's acknowledgement
+}
+
+void ParameterServerImpl::InstallReplica(KeyState& k, const ReplicaUpdate& u) {
+  k.UpdateWeights([&](const float*, float* to) { std::memcpy(to, u.weights->data(), u.weights->size() * 4); });
+  k.slots = u.slots;
+  k.version = u.version;
+  k.replicated_version = u.version;
+  // The step is complete: a worker's push of it again (after a failover) is a duplicate.
+  std::fill(k.last_pushed_step.begin(), k.last_pushed_step.end(), u.version - 1);
+  k.grad_sum.clear();
+  k.contributed.clear();
+  k.held.clear();
+  k.contributors = 0;
+  k.next_rank = 0;
+  checkpointer_.OnApplied(k.index, k);
+}
+
+absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) {
+  if (shut_down_) return absl::UnavailableError("server is shutting down");
+  absl::ReaderMutexLock state(&rewind_mu_);
+  if (!Replicating()) {
+    return Refuse(absl::FailedPreconditionError(
+        absl::StrCat("server ", options_.server_id, " keeps no copies (--replicas=1); server ", from, " sent updates")));
+  }
+  if (!initialized_) {
+    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is not initialised yet"));
+  }
+  const ServerSet failed = FailedServers();
+  if (failed.Has(from)) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat("server ", options_.server_id,
+                                                             " has taken over the keys of server ", from,
+                                                             " (failed servers ", failed.DebugString(),
+                                                             "): server ", from, " must step down")));
+  }
+  std::vector<KeyState*> states;
+  for (const ReplicaUpdate& u : updates) {
+    absl::StatusOr<KeyState*> k = table_->Find(u.key);
+    if (!k.ok()) return Refuse(k.status());
+    if ((*k)->info.server == options_.server_id || replicas_->Serving((*k)->info.server, failed) != from) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat("server ", from, " sent key ", KeyName(u.key),
+                                                            ", which it does not serve")));
+    }
+    if (u.weights == nullptr || static_cast<int64_t>(u.weights->size()) != (*k)->info.length ||
+        u.slots.size() != (*k)->slots.size() ||
+        std::any_of(u.slots.begin(), u.slots.end(), [&](const auto& s) { return s.size() != u.weights->size(); })) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat("replica of key ", KeyName(u.key), " from server ", from,
+                                                            " has the wrong size")));
+    }
+    states.push_back(*k);
+  }
+  for (size_t i = 0; i < updates.size(); ++i) {
+    KeyState& k = *states[i];
+    absl::MutexLock lock(&k.mu);
+    if (updates[i].version > k.version) InstallReplica(k, updates[i]);
+  }
+  replica_keys_installed_.fetch_add(static_cast<int64_t>(updates.size()));
+  return absl::OkStatus();
+}
+
+void ParameterServerImpl::NotePeers(const std::vector<std::string>& addresses) {
+  if (Replicating() && options_.replica_link != nullptr && !addresses.empty()) {
+    options_.replica_link->SetPeers(addresses);
+  }
+}
+
+int64_t ParameterServerImpl::UnderReplicatedKeys() const {
+  if (!Replicating() || !initialized_) return 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < table_->size(); ++i) {
+    const KeyState& k = table_->key(i);
+    if (CheckServing(k).ok() && NextCopy(k) < 0) ++n;
+  }
+  return n;
+}
+
+}  // namespace shardps

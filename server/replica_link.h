@@ -1,0 +1,46 @@
+// Replication (DESIGN.md, "Replication"): how a primary's updates reach the
+// next copy of its keys. The core (server/parameter_server.h) is
+// transport-free: it hands each sync step's updated keys to a ReplicaLink,
+// which the host implements over gRPC (server/grpc_replica_link.h) and
+// tests may implement in-process.
+#ifndef SHARDPS_SERVER_REPLICA_LINK_H_
+#define SHARDPS_SERVER_REPLICA_LINK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/key_partition.h"
+
+namespace shardps {
+
+// One key as its primary left it after an update: the backup installs it
+// whole (weights and optimizer slots), so it continues exactly.
+struct ReplicaUpdate {
+  ChunkKey key;
+  int64_t version = 0;
+  // The primary's buffer, never written while referenced (server/key_state.h).
+  std::shared_ptr<const std::vector<float>> weights;
+  std::vector<std::vector<float>> slots;
+};
+
+class ReplicaLink {
+ public:
+  virtual ~ReplicaLink() = default;
+  // Every server's address, in server-id order (learned from a worker's
+  // registration); a link may ignore it.
+  virtual void SetPeers(const std::vector<std::string>& addresses) = 0;
+  // Sends `updates` from server `from` to server `to`, in order after the
+  // earlier sends to `to`; calls `done` once, on any thread: OK when `to`
+  // has installed them; FAILED_PRECONDITION when `to` has taken the sender's
+  // keys over (the sender must step down); UNAVAILABLE when `to` did not
+  // answer within the failover timeout (it is taken for failed).
+  virtual void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) = 0;
+};
+
+}  // namespace shardps
+
+#endif  // SHARDPS_SERVER_REPLICA_LINK_H_
