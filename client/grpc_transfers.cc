@@ -53,6 +53,17 @@ ServerConnection::Attempt RawPullAttempt(std::shared_ptr<wire::PullRequest> req,
   };
 }
 
+// One push attempt: the frame over the caller's payloads (no copy).
+ServerConnection::Attempt RawPushAttempt(std::shared_ptr<RawPush> req, std::shared_ptr<grpc::ByteBuffer> resp) {
+  return [req = std::move(req), resp = std::move(resp)](Stub& stub, grpc::ClientContext* ctx, uint64_t session,
+                                                        std::function<void(grpc::Status)> cb) {
+    req->header.set_session_id(session);
+    auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(req->header, req->payloads));
+    stub.raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), resp.get(),
+                        [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
+  };
+}
+
 }  // namespace
 
 // Pushes: 512 KB in flight (about 4 ms of a 1 Gbit/s link) keeps the
@@ -102,19 +113,17 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
   auto resp = std::make_shared<grpc::ByteBuffer>();
   CallSpec spec = TransferSpec("push", options_.push_timeout);
   spec.lane = Lane::kPushes;
-  ServerConnection::Attempt attempt = [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session,
-                                                  std::function<void(grpc::Status)> cb) {
-    req->header.set_session_id(session);
-    auto frame = std::make_shared<grpc::ByteBuffer>(EncodeFrame(req->header, req->payloads));
-    stub.raw->UnaryCall(ctx, kRawPushMethod, grpc::StubOptions(), frame.get(), resp.get(),
-                        [frame, cb = std::move(cb)](grpc::Status s) { cb(std::move(s)); });
-  };
   connections_[req->server]->Call(
-      spec, attempt,
-      [this, req, resp, spec, attempt, queued, sent, finished = std::move(finished),
+      spec, RawPushAttempt(req, resp),
+      [this, req, resp, spec, queued, sent, finished = std::move(finished),
        fanout = std::move(fanout)](absl::Status st) {
-        // Sync with replication: kept for the backup until a later step's push is acknowledged.
-        if (st.ok() && failover_ != nullptr) failover_->Retain(req->server, req->header.step(), spec, attempt);
+        // With replication: kept, as a copy (the caller may reuse its tensors
+        // once this push is done), for the backup until a later step's push is
+        // acknowledged.
+        if (st.ok() && failover_ != nullptr) {
+          failover_->Retain(req->server, req->header.step(), spec,
+                            RawPushAttempt(req->OwnedCopy(), std::make_shared<grpc::ByteBuffer>()));
+        }
         finished();
         TraceTransfer("push", req->server, req->first_tensor, req->header.step(), req->bytes, queued, sent);
         fanout->Finish(st);

@@ -36,6 +36,24 @@ void RequestBuilder::Group(const std::vector<Tensor>& tensors, Add add) const {
   }
 }
 
+std::shared_ptr<RawPush> RawPush::OwnedCopy() const {
+  auto copy = std::make_shared<RawPush>();
+  copy->server = server;
+  copy->first_tensor = first_tensor;
+  copy->bytes = bytes;
+  copy->header = header;
+  size_t total = 0;
+  for (absl::string_view p : payloads) total += p.size();
+  copy->owned.reserve(total);
+  for (absl::string_view p : payloads) copy->owned.append(p.data(), p.size());
+  size_t at = 0;
+  for (absl::string_view p : payloads) {
+    copy->payloads.emplace_back(copy->owned.data() + at, p.size());
+    at += p.size();
+  }
+  return copy;
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(
     int64_t step, const std::vector<TensorIn>& tensors, const PulledVersions* pulled) const {
   if (absl::Status ok = CheckTensors(tensors, "push"); !ok.ok()) return ok;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,12 @@ struct RawPush {
   std::vector<absl::string_view> payloads;
   // bfloat16 payloads, narrowed from the caller's floats.
   std::vector<std::unique_ptr<uint16_t[]>> narrowed;
+  // Payloads copied out of the caller's tensors (OwnedCopy); empty otherwise.
+  std::string owned;
+
+  // A copy that holds its payloads itself: for sending again after the
+  // caller may have reused its tensors (client/failover.h).
+  std::shared_ptr<RawPush> OwnedCopy() const;
 };
 
 // Where one pulled chunk goes.

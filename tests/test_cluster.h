@@ -4,6 +4,7 @@
 #ifndef SHARDPS_TESTS_TEST_CLUSTER_H_
 #define SHARDPS_TESTS_TEST_CLUSTER_H_
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include "common/clock.h"
 #include "common/layout.h"
 #include "proto/shardps.grpc.pb.h"
+#include "server/grpc_replica_link.h"
 #include "server/ps_server_host.h"
 #include "client/ps_client.h"
 
@@ -41,10 +43,25 @@ class TestCluster {
   // Starts options.job.num_servers servers; host i gets server_id i. Every
   // server and client uses `clock` (the real clock when null), which must
   // outlive the cluster.
+  // With options.job.replicas > 1 each server forwards its updates to its
+  // backup over real gRPC (server/grpc_replica_link.h).
   explicit TestCluster(const ServerOptions& options, HostOptions host = HostOptions(), Clock* clock = nullptr)
       : options_(options), host_(host), clock_(clock != nullptr ? clock : &real_clock_) {
     host_.address = "127.0.0.1";
+    links_.resize(options.job.num_servers);
     for (int s = 0; s < options.job.num_servers; ++s) hosts_.push_back(StartServer(s, 0));
+  }
+  // The links call into the cores: each goes after its host's shutdown and
+  // before its core.
+  ~TestCluster() {
+    for (size_t s = 0; s < hosts_.size(); ++s) Kill(static_cast<int>(s));
+  }
+
+  // Stops server s for good (its port then refuses connections).
+  void Kill(int s) {
+    if (hosts_[s] != nullptr) hosts_[s]->Shutdown(absl::ZeroDuration());
+    links_[s].reset();
+    hosts_[s].reset();
   }
 
   // Stops server s as a crash would leave it (no final checkpoint when
@@ -52,13 +69,15 @@ class TestCluster {
   // the same port, which restores from options.checkpoint_dir.
   void Restart(int s) {
     const int port = hosts_[s]->port();
-    hosts_[s].reset();
+    Kill(s);
     hosts_[s] = StartServer(s, port);
   }
 
   std::vector<std::string> Addresses() const {
     std::vector<std::string> out;
-    for (const auto& h : hosts_) out.push_back(absl::StrCat("127.0.0.1:", h->port()));
+    for (size_t s = 0; s < hosts_.size(); ++s) {
+      out.push_back(absl::StrCat("127.0.0.1:", hosts_[s] ? hosts_[s]->port() : ports_[s]));
+    }
     return out;
   }
   ParameterServer* core(int s) { return hosts_[s]->core(); }
@@ -106,12 +125,18 @@ class TestCluster {
   std::unique_ptr<PsServerHost> StartServer(int s, int port) {
     ServerOptions o = options_;
     o.server_id = s;
+    if (o.job.replicas > 1) {
+      links_[s] = *GrpcReplicaLink::Create(ReplicaLinkOptions{absl::Milliseconds(500)});
+      o.replica_link = links_[s].get();
+    }
     auto core = ParameterServer::Create(o, clock_);
     if (!core.ok()) throw std::runtime_error(std::string(core.status().message()));
     HostOptions h = host_;
     h.port = port;
     auto started = PsServerHost::Start(h, *std::move(core), clock_);
     if (!started.ok()) throw std::runtime_error(std::string(started.status().message()));
+    ports_.resize(std::max<size_t>(ports_.size(), s + 1));
+    ports_[s] = (*started)->port();
     return *std::move(started);
   }
 
@@ -120,7 +145,9 @@ class TestCluster {
   mutable RealClock real_clock_;  // stateless; clients of a const cluster take it
   bool clients_on_real_clock_ = false;
   Clock* const clock_;
+  std::vector<std::unique_ptr<GrpcReplicaLink>> links_;  // before hosts_: destroyed after them
   std::vector<std::unique_ptr<PsServerHost>> hosts_;
+  std::vector<int> ports_;  // a killed server's too
 };
 
 // Zero-initialised weights for every tensor of `layout`.

@@ -1,0 +1,174 @@
+// DESIGN.md "Replication" (--replicas=2, sync): every key on two servers,
+// the backup updated after each step before any worker reads it, a killed
+// server's keys served by its backup with no step lost and the weights of a
+// run without the kill, bit for bit; a server named failed steps down. Real
+// gRPC on 127.0.0.1 between workers and servers and between servers.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+constexpr int kServers = 3;
+constexpr int kWorkers = 2;
+constexpr int kSteps = 8;
+
+ServerOptions ReplicatedOptions() {
+  ServerOptions o = SyncOptions(kServers, kWorkers);
+  o.job.replicas = 2;
+  o.optimizer.lr = 0.5;
+  o.optimizer.momentum = 0.9;  // a slot that the backup must have too
+  return o;
+}
+
+// Rank r's gradient at `step`: values whose float sums depend on their order.
+std::vector<std::vector<float>> GradientOf(int rank, int64_t step) {
+  auto g = Zeros(SmallLayout());
+  for (size_t t = 0; t < g.size(); ++t) {
+    for (size_t i = 0; i < g[t].size(); ++i) g[t][i] = 0.1f * (rank + 1) + 0.013f * step - 0.007f * i + 0.3f * t;
+  }
+  return g;
+}
+
+// kSteps sync steps of both workers, in lockstep from this thread; at step
+// `kill_at`, after worker 0's push and before worker 1's, `kill` runs.
+// Returns the weights both pulled at the end (asserted equal).
+std::vector<std::vector<float>> Train(TestCluster& cluster, int kill_at, const std::function<void()>& kill) {
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
+  REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
+  std::vector<std::vector<std::vector<float>>> w(kWorkers, Zeros(SmallLayout()));
+  for (int64_t step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < kWorkers; ++r) {
+      if (step == kill_at && r == 1) kill();
+      absl::Status pushed = PushAll(*workers[r], step, GradientOf(r, step));
+      INFO("worker " << r << " step " << step << ": " << pushed);
+      REQUIRE(pushed.ok());
+    }
+    for (int r = 0; r < kWorkers; ++r) {
+      absl::Status pulled = PullAll(*workers[r], step + 1, w[r]);
+      INFO("worker " << r << " step " << step << ": " << pulled);
+      REQUIRE(pulled.ok());
+    }
+  }
+  REQUIRE(w[0] == w[1]);
+  return w[0];
+}
+
+bool Bitwise(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t t = 0; t < a.size(); ++t) {
+    if (a[t].size() != b[t].size() || std::memcmp(a[t].data(), b[t].data(), a[t].size() * 4) != 0) return false;
+  }
+  return true;
+}
+
+TEST_CASE("replication: every key has two copies, and each step reaches the backup", "[replication]") {
+  TestCluster cluster(ReplicatedOptions());
+  Train(cluster, -1, [] {});
+  for (int s = 0; s < kServers; ++s) {
+    const ServerStats st = cluster.core(s)->Stats();
+    INFO("server " << s);
+    CHECK(st.max_version == kSteps);
+    CHECK(st.min_version == kSteps);  // backups' keys included
+    CHECK(st.replica_keys_installed > 0);
+    CHECK(st.replica_keys_sent > 0);
+    CHECK(st.under_replicated_keys == 0);
+    CHECK(st.failed_servers.bits == 0);
+  }
+}
+
+TEST_CASE("replication: a killed server costs no step and changes no bit of the weights", "[replication]") {
+  std::vector<std::vector<float>> calm;
+  {
+    TestCluster cluster(ReplicatedOptions());
+    calm = Train(cluster, -1, [] {});
+  }
+  for (int killed : {1, 2}) {
+    for (int at : {0, 3}) {
+      INFO("server " << killed << " killed at step " << at);
+      TestCluster cluster(ReplicatedOptions());
+      const auto w = Train(cluster, at, [&] { cluster.Kill(killed); });
+      CHECK(Bitwise(w, calm));
+      const int backup = (killed + 1) % kServers;
+      const ServerStats st = cluster.core(backup)->Stats();
+      CHECK(st.failed_servers.Has(killed));
+      CHECK(st.max_version == kSteps);
+      // The killed server's keys now have one copy, on its backup; the
+      // keys the killed server backed up have one copy on their primary.
+      CHECK(st.under_replicated_keys > 0);
+      CHECK(cluster.core((killed + 2) % kServers)->Stats().under_replicated_keys > 0);
+    }
+  }
+}
+
+TEST_CASE("replication: a backup refuses its keys while their primary serves them", "[replication]") {
+  TestCluster cluster(ReplicatedOptions());
+  std::unique_ptr<PsClient> worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  // Server 1 backs up server 0's keys: a push to it is refused, naming both.
+  absl::StatusOr<Registration> reg = cluster.core(1)->Register(0, [&] {
+    JobView v = ReplicatedOptions().job;
+    v.layout_hash = LayoutHash(SmallLayout());
+    return v;
+  }(), std::nullopt);
+  REQUIRE(reg.ok());
+  const KeyMap map = *KeyMap::Build(SmallLayout(), kServers, kSmallPartitionBytes);
+  const ChunkInfo* of_server_0 = nullptr;
+  for (const ChunkInfo& c : map.chunks()) {
+    if (c.server == 0) of_server_0 = &c;
+  }
+  REQUIRE(of_server_0 != nullptr);
+  std::vector<float> g(of_server_0->length, 1.0f);
+  ChunkPayload chunk{of_server_0->key, wire::DTYPE_FLOAT32,
+                     {absl::string_view(reinterpret_cast<const char*>(g.data()), g.size() * 4)}};
+  auto refused = cluster.core(1)->Push(reg->session_id, 0, {chunk});
+  REQUIRE(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("as a backup of server 0"));
+
+  SECTION("once server 0 is reported failed, server 1 serves them") {
+    ServerSet failed;
+    failed.Add(0);
+    cluster.core(1)->NoteFailedServers(failed);
+    CHECK(cluster.core(1)->Push(reg->session_id, 0, {chunk}).ok());
+  }
+  SECTION("server 0, named failed, steps down, and its backup refuses its updates") {
+    ServerSet failed;
+    failed.Add(0);
+    cluster.core(0)->NoteFailedServers(failed);
+    absl::StatusOr<Registration> own = cluster.core(0)->Register(0, [&] {
+      JobView v = ReplicatedOptions().job;
+      v.layout_hash = LayoutHash(SmallLayout());
+      return v;
+    }(), std::nullopt);
+    REQUIRE(own.ok());
+    auto stepped_down = cluster.core(0)->Push(own->session_id, 0, {chunk});
+    REQUIRE(stepped_down.status().code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(stepped_down.status().message()), Catch::Contains("stepped down"));
+    cluster.core(1)->NoteFailedServers(failed);
+    ReplicaUpdate u{of_server_0->key, 5, std::make_shared<const std::vector<float>>(g),
+                    {std::vector<float>(g.size(), 0.0f)}};
+    absl::Status taken_over = cluster.core(1)->ApplyReplica(0, {u});
+    REQUIRE(taken_over.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(taken_over.message()), Catch::Contains("must step down"));
+  }
+}
+
+TEST_CASE("replication: bad flags are refused with the reason", "[replication]") {
+  ServerOptions o = ReplicatedOptions();
+  o.job.replicas = 4;
+  CHECK(ParameterServer::Create(o, nullptr).status().code() == absl::StatusCode::kInvalidArgument);
+  o.job.replicas = 2;
+  o.job.mode = Mode::kAsync;
+  auto async = ParameterServer::Create(o, nullptr);
+  REQUIRE(async.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(async.status().message()), Catch::Contains("--mode=sync only"));
+}
+
+}  // namespace
+}  // namespace shardps::testing
