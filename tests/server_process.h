@@ -97,6 +97,7 @@ class ChildProcess {
   }
   // The exit code, or -1 when it died by a signal.
   int Wait() {
+    if (pid_ <= 0) return -1;  // reaped already (waitpid(-1) would take any child)
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;

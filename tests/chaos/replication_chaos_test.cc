@@ -1,0 +1,79 @@
+// Replication on real processes (DESIGN.md, "Replication"): a sync job of 3
+// ps_server and 2 ps_worker processes with --replicas=2, mlp on
+// Fashion-MNIST. kill -9 of server 1 mid-run, never restarted: the workers
+// go on without a rewind or a restart and end at the weights of the same
+// job run undisturbed, bit for bit (ps_worker's final_weights_fnv1a).
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "tests/chaos/chaos_job.h"
+#include "tests/temp_dir.h"
+
+namespace shardps::testing {
+namespace {
+
+constexpr int kServers = 3, kWorkers = 2;
+constexpr int64_t kKillAt = 300;  // of 936 steps
+constexpr absl::Duration kDeadline = absl::Seconds(180);
+
+std::vector<std::string> JobFlags() {
+  return {"--mode=sync", "--replicas=2", "--model=mlp", "--epochs=2", "--batch_size=64", "--seed=7",
+          "--optimizer=sgd", "--lr=0.04", "--momentum=0.9", "--lr_schedule=cosine", "--lr_total_steps=936",
+          "--partition_bytes=65536", "--heartbeat_interval=1s", "--server_timeout=60s", "--log_every=100",
+          "--log_level=info"};
+}
+
+std::string SummaryField(const std::string& dir, const std::string& field) {
+  const std::string summary = ReadFile(dir + "/summary-0.json");
+  const size_t at = summary.find("\"" + field + "\": ");
+  if (at == std::string::npos) return "";
+  const size_t from = at + field.size() + 4;
+  return summary.substr(from, summary.find_first_of(",\n", from) - from);
+}
+
+// Runs the job; with `kill`, kill -9 of server 1 at step kKillAt. Returns
+// what went wrong, or "".
+std::string Run(ChaosJob& job, bool kill) {
+  const absl::Time deadline = absl::Now() + kDeadline;
+  job.Start();
+  if (kill) {
+    while (job.Step(false) < kKillAt && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    if (absl::Now() >= deadline) return "the job never reached the kill";
+    job.KillServer(1);
+  }
+  const std::vector<int> workers = job.WaitWorkers(deadline);
+  std::vector<int> servers = job.StopServers();
+  if (kill) servers.erase(servers.begin() + 1);  // killed
+  if (std::count(workers.begin(), workers.end(), 0) == kWorkers &&
+      std::count(servers.begin(), servers.end(), 0) == static_cast<int>(servers.size())) {
+    return "";
+  }
+  return absl::StrCat("exit codes: workers [", absl::StrJoin(workers, ", "), "], servers [",
+                      absl::StrJoin(servers, ", "), "]");
+}
+
+TEST_CASE("replication: kill -9 of 1 of 3 servers loses no step and no bit of the weights", "[chaos][replication]") {
+  const std::string calm_dir = TempDir("replication-undisturbed");
+  ChaosJob calm(calm_dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string calm_error = Run(calm, false);
+  INFO(calm_error << "\n" << calm.AllLogs());
+  REQUIRE(calm_error.empty());
+
+  const std::string dir = TempDir("replication-killed");
+  ChaosJob job(dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string error = Run(job, true);
+  const std::string logs = job.AllLogs();
+  INFO(error << "\n" << logs);
+  REQUIRE(error.empty());
+  const std::string calm_weights = SummaryField(calm_dir, "final_weights_fnv1a");
+  REQUIRE(calm_weights.size() == 18);  // "0123456789abcdef", quoted
+  CHECK(SummaryField(dir, "final_weights_fnv1a") == calm_weights);
+  CHECK(SummaryField(dir, "final_test_accuracy") == SummaryField(calm_dir, "final_test_accuracy"));
+  CHECK(SummaryField(dir, "rejoins") == "0");
+  CHECK(SummaryField(dir, "steps_redone") == "0");
+  CHECK_THAT(logs, Catch::Contains("server 1 failed") && Catch::Contains("its keys are served by server 2"));
+  CHECK_THAT(logs, !Catch::Contains("rewound the job"));
+}
+
+}  // namespace
+}  // namespace shardps::testing
