@@ -49,7 +49,7 @@ void Failover::MarkFailed(ServerSet servers, absl::string_view why) {
 void Failover::Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt) {
   absl::MutexLock lock(&mu_);
   kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
-                             [&](const Kept& k) { return k.server == server && k.step < step; }),
+                             [&](const Kept& k) { return k.server == server && k.step <= step - keep_steps_; }),
               kept_.end());
   kept_.push_back(Kept{server, step, spec, attempt});
 }

@@ -9,10 +9,13 @@
 // failure serves the keys it backs up for it (server/parameter_server.h).
 // Calls to a failed server go to the next live server of its chain.
 //
-// A sync push that the failed server acknowledged may not have reached its
-// backup (the step was not complete there yet): each server's acknowledged
-// pushes of the latest step are kept and pushed again to the backup, which
-// takes them as duplicates where it has the step already.
+// A push that the failed server acknowledged may not have reached its
+// backup (a sync step not complete there yet; an async push forwarded but
+// not yet acknowledged): each server's acknowledged pushes of the latest
+// `keep_steps` steps are kept as copies and pushed again to the backup,
+// which takes them as duplicates where its state includes them already.
+// Sync needs 1; async and ssp keep 4 (a backup further behind than that
+// loses the pushes in between).
 //
 // Thread-safe.
 #ifndef SHARDPS_CLIENT_FAILOVER_H_
@@ -31,7 +34,8 @@ namespace shardps {
 
 class Failover {
  public:
-  Failover(ReplicaMap map, absl::Duration timeout) : map_(map), timeout_(timeout) {}
+  Failover(ReplicaMap map, absl::Duration timeout, int keep_steps)
+      : map_(map), timeout_(timeout), keep_steps_(keep_steps) {}
 
   // The connections, in server-id order; before any call.
   void Attach(std::vector<ServerConnection*> connections) { connections_ = std::move(connections); }
@@ -47,8 +51,8 @@ class Failover {
   // Adds `servers` to the failed set (`why` for the log); pushes the kept
   // pushes of each newly failed one again, to the server now serving it.
   void MarkFailed(ServerSet servers, absl::string_view why);
-  // A sync push of `step` that `server` acknowledged: kept (and the kept
-  // pushes of earlier steps to it dropped) until a later step's push is.
+  // A push of `step` that `server` acknowledged: kept until the pushes of
+  // `keep_steps` later steps to it are.
   void Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt);
 
  private:
@@ -60,6 +64,7 @@ class Failover {
   };
   const ReplicaMap map_;
   const absl::Duration timeout_;
+  const int keep_steps_;
   std::vector<ServerConnection*> connections_;
   std::atomic<bool> armed_{false};
   std::atomic<uint64_t> failed_bits_{0};

@@ -24,6 +24,7 @@ wire::ReplicateRequest RequestOf(int from, const std::vector<ReplicaUpdate>& upd
     for (const std::vector<float>& slot : u.slots) {
       k->add_slots(reinterpret_cast<const char*>(slot.data()), slot.size() * 4);
     }
+    for (int64_t step : u.last_pushed_step) k->add_last_pushed_step(step);
   }
   return req;
 }

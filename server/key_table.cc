@@ -77,6 +77,7 @@ absl::Status KeyTable::Restore(std::vector<KeySnapshot> keys, const std::string&
     k.slots = std::move(s.slots);
     k.version = s.version;
     k.replicated_version = s.version;
+    k.replicated_weights.reset();
     std::fill(k.last_pushed_step.begin(), k.last_pushed_step.end(), -1);
     std::fill(k.last_pulled_version.begin(), k.last_pulled_version.end(), -1);
     k.grad_sum.clear();

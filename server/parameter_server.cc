@@ -225,12 +225,8 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
 
 absl::StatusOr<wire::PushOutcome> ParameterServerImpl::PushAsync(KeyState& k, int rank, int64_t step,
                                                                  const ChunkPayload& grad) {
-  if (k.last_pushed_step[rank] == step) return wire::PUSH_DUPLICATE;
-  if (step < k.last_pushed_step[rank]) {
-    return absl::FailedPreconditionError(absl::StrCat("push for step ", step, " refused: worker ", rank,
-                                                      " already pushed step ", k.last_pushed_step[rank],
-                                                      " for key ", KeyName(k.info.key)));
-  }
+  // This step or a later one pushed already (sent again after a failover, say).
+  if (step <= k.last_pushed_step[rank]) return wire::PUSH_DUPLICATE;
   k.last_pushed_step[rank] = step;
   const int64_t staleness = CountStaleness(k, rank, grad);
   Apply(k, grad, StalenessLrScale(staleness), staleness);
@@ -274,10 +270,8 @@ void ParameterServerImpl::Apply(KeyState& k, const ChunkPayload& grad, double lr
     });
   });
   k.version.fetch_add(1);
-  if (options_.job.mode == Mode::kSync) {
-    checkpointer_.OnApplied(k.index, k);
-    QueueReplica(k);
-  }
+  if (options_.job.mode == Mode::kSync) checkpointer_.OnApplied(k.index, k);
+  QueueReplica(k);
   const absl::Time end = absl::Now();
   apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(end - start));
   if (options_.trace) {
@@ -339,6 +333,11 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
       absl::MutexLock lock(&k.mu);
       chunk.version = k.version;
       chunk.weights = k.weights;
+      // Replication: only what the next copy has (DESIGN.md, "Replication").
+      if (NextCopy(k) >= 0 && k.replicated_version < k.version) {
+        chunk.version = k.replicated_version;
+        if (k.replicated_weights != nullptr) chunk.weights = k.replicated_weights;
+      }
       if (pull.value_bytes > 0) k.last_pulled_version[pull.rank] = chunk.version;  // an await reads nothing
     }
     bytes_pulled_.fetch_add(static_cast<int64_t>(chunk.weights->size()) * pull.value_bytes);

@@ -116,7 +116,7 @@ class ParameterServerImpl final : public ParameterServer {
   void QueueReplica(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   // Sends the queued updates through the replica link.
   void FlushReplicas();
-  void OnReplicaSent(int to, const std::vector<std::pair<ChunkKey, int64_t>>& sent, const absl::Status& status);
+  void OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status);
   void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   int64_t UnderReplicatedKeys() const;
 

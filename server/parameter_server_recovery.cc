@@ -56,10 +56,6 @@ absl::Status ValidateOptions(const ServerOptions& o) {
     return replicas.status();
   }
   if (j.replicas > 2) return bad("--replicas=", j.replicas, ": at most 2 copies are supported so far");
-  if (j.replicas > 1 && j.mode != Mode::kSync) {
-    return bad("--replicas=", j.replicas, " works with --mode=sync only so far (this job: --mode=", ModeName(j.mode),
-               "); async and ssp jobs fall back to checkpoints");
-  }
   if (j.mode == Mode::kSync && o.momentum_lookahead > 0) {
     return bad("momentum_lookahead is ", o.momentum_lookahead, "; sync has no stale pushes to lead (want auto or none)");
   }

@@ -44,8 +44,12 @@ bool ParameterServerImpl::ReplicatedFor(const KeyState& k, int64_t step) const {
 
 void ParameterServerImpl::QueueReplica(KeyState& k) {
   if (NextCopy(k) < 0 || !CheckServing(k).ok()) return;
+  ReplicaUpdate u{k.info.key, k.version, k.weights, k.slots, k.last_pushed_step};
+  // Sync: the pushes of the steps the version completed. (A worker may have
+  // pushed the next step already; that push is not in this state.)
+  if (options_.job.mode == Mode::kSync) std::fill(u.last_pushed_step.begin(), u.last_pushed_step.end(), u.version - 1);
   absl::MutexLock lock(&replicas_mu_);
-  outgoing_.push_back(ReplicaUpdate{k.info.key, k.version, k.weights, k.slots});
+  outgoing_.push_back(std::move(u));
 }
 
 void ParameterServerImpl::FlushReplicas() {
@@ -63,10 +67,10 @@ void ParameterServerImpl::FlushReplicas() {
     if (to >= 0) by_copy[to].push_back(std::move(u));
   }
   for (auto& [to, group] : by_copy) {
-    std::vector<std::pair<ChunkKey, int64_t>> sent;
+    std::vector<ReplicaUpdate> sent;  // what the acknowledgement confirms (weights shared, no slots)
     int64_t bytes = 0;
     for (const ReplicaUpdate& u : group) {
-      sent.emplace_back(u.key, u.version);
+      sent.push_back(ReplicaUpdate{u.key, u.version, u.weights, {}, {}});
       bytes += static_cast<int64_t>(u.weights->size()) * 4 * (1 + static_cast<int64_t>(u.slots.size()));
     }
     replica_keys_sent_.fetch_add(static_cast<int64_t>(group.size()));
@@ -78,15 +82,15 @@ void ParameterServerImpl::FlushReplicas() {
   }
 }
 
-void ParameterServerImpl::OnReplicaSent(int to, const std::vector<std::pair<ChunkKey, int64_t>>& sent,
-                                        const absl::Status& status) {
+void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status) {
   if (shut_down_) return;
   if (status.ok()) {
-    for (const auto& [key, version] : sent) {
-      KeyState& k = table_->at(key);
-      int64_t seen = k.replicated_version.load();
-      while (seen < version && !k.replicated_version.compare_exchange_weak(seen, version)) {
-      }
+    for (const ReplicaUpdate& u : sent) {
+      KeyState& k = table_->at(u.key);
+      absl::MutexLock lock(&k.mu);
+      if (u.version <= k.replicated_version) continue;
+      k.replicated_weights = u.weights;
+      k.replicated_version = u.version;
     }
     WakeReadyPulls();
     return;
@@ -134,8 +138,9 @@ void ParameterServerImpl::InstallReplica(KeyState& k, const ReplicaUpdate& u) {
   k.slots = u.slots;
   k.version = u.version;
   k.replicated_version = u.version;
-  // The step is complete: a worker's push of it again (after a failover) is a duplicate.
-  std::fill(k.last_pushed_step.begin(), k.last_pushed_step.end(), u.version - 1);
+  k.replicated_weights.reset();
+  // A push the state includes, sent again after a failover, is a duplicate.
+  if (u.last_pushed_step.size() == k.last_pushed_step.size()) k.last_pushed_step = u.last_pushed_step;
   k.grad_sum.clear();
   k.contributed.clear();
   k.held.clear();

@@ -111,6 +111,7 @@ absl::StatusOr<wire::ReplicateResponse> Replicate(ParameterServer* core, const w
       if (!values.ok()) return core->RecordRefused(values.status());
       u.slots.push_back(*std::move(values));
     }
+    u.last_pushed_step.assign(k.last_pushed_step().begin(), k.last_pushed_step().end());
     updates.push_back(std::move(u));
   }
   if (absl::Status applied = core->ApplyReplica(req.from_server(), updates); !applied.ok()) return applied;

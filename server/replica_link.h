@@ -25,6 +25,9 @@ struct ReplicaUpdate {
   // The primary's buffer, never written while referenced (server/key_state.h).
   std::shared_ptr<const std::vector<float>> weights;
   std::vector<std::vector<float>> slots;
+  // Per worker rank, the last step whose push the state includes (a push
+  // of that step or earlier, sent again after a failover, is a duplicate).
+  std::vector<int64_t> last_pushed_step;
 };
 
 class ReplicaLink {

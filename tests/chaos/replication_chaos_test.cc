@@ -1,8 +1,9 @@
-// Replication on real processes (DESIGN.md, "Replication"): a sync job of 3
+// Replication on real processes (DESIGN.md, "Replication"): a job of 3
 // ps_server and 2 ps_worker processes with --replicas=2, mlp on
 // Fashion-MNIST. kill -9 of server 1 mid-run, never restarted: the workers
-// go on without a rewind or a restart and end at the weights of the same
-// job run undisturbed, bit for bit (ps_worker's final_weights_fnv1a).
+// go on without a rewind or a restart; a sync job ends at the weights of
+// the same job run undisturbed, bit for bit (ps_worker's
+// final_weights_fnv1a), an async one within half a point of its accuracy.
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
@@ -16,8 +17,8 @@ constexpr int kServers = 3, kWorkers = 2;
 constexpr int64_t kKillAt = 300;  // of 936 steps
 constexpr absl::Duration kDeadline = absl::Seconds(180);
 
-std::vector<std::string> JobFlags() {
-  return {"--mode=sync", "--replicas=2", "--model=mlp", "--epochs=2", "--batch_size=64", "--seed=7",
+std::vector<std::string> JobFlags(const std::string& mode = "sync") {
+  return {"--mode=" + mode, "--replicas=2", "--model=mlp", "--epochs=2", "--batch_size=64", "--seed=7",
           "--optimizer=sgd", "--lr=0.04", "--momentum=0.9", "--lr_schedule=cosine", "--lr_total_steps=936",
           "--partition_bytes=65536", "--heartbeat_interval=1s", "--server_timeout=60s", "--log_every=100",
           "--log_level=info"};
@@ -33,11 +34,11 @@ std::string SummaryField(const std::string& dir, const std::string& field) {
 
 // Runs the job; with `kill`, kill -9 of server 1 at step kKillAt. Returns
 // what went wrong, or "".
-std::string Run(ChaosJob& job, bool kill) {
+std::string Run(ChaosJob& job, bool kill, bool versions_count_pushes = false) {
   const absl::Time deadline = absl::Now() + kDeadline;
   job.Start();
   if (kill) {
-    while (job.Step(false) < kKillAt && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    while (job.Step(versions_count_pushes) < kKillAt && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
     if (absl::Now() >= deadline) return "the job never reached the kill";
     job.KillServer(1);
   }
@@ -73,6 +74,27 @@ TEST_CASE("replication: kill -9 of 1 of 3 servers loses no step and no bit of th
   CHECK(SummaryField(dir, "steps_redone") == "0");
   CHECK_THAT(logs, Catch::Contains("server 1 failed") && Catch::Contains("its keys are served by server 2"));
   CHECK_THAT(logs, !Catch::Contains("rewound the job"));
+}
+
+TEST_CASE("replication: an async job goes on past a kill -9 at its undisturbed accuracy", "[chaos][replication]") {
+  const std::string calm_dir = TempDir("replication-async-undisturbed");
+  ChaosJob calm(calm_dir, JobFlags("async"), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string calm_error = Run(calm, false, /*versions_count_pushes=*/true);
+  INFO(calm_error << "\n" << calm.AllLogs());
+  REQUIRE(calm_error.empty());
+
+  const std::string dir = TempDir("replication-async-killed");
+  ChaosJob job(dir, JobFlags("async"), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string error = Run(job, true, /*versions_count_pushes=*/true);
+  const std::string logs = job.AllLogs();
+  INFO(error << "\n" << logs);
+  REQUIRE(error.empty());
+  const double calm_accuracy = std::stod(SummaryField(calm_dir, "final_test_accuracy"));
+  const double accuracy = std::stod(SummaryField(dir, "final_test_accuracy"));
+  WARN("async: final test accuracy " << accuracy << " after the kill, " << calm_accuracy << " undisturbed");
+  CHECK(accuracy == Approx(calm_accuracy).margin(0.005));
+  CHECK(SummaryField(dir, "rejoins") == "0");
+  CHECK_THAT(logs, Catch::Contains("server 1 failed"));
 }
 
 }  // namespace
