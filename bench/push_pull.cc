@@ -39,6 +39,7 @@ ABSL_FLAG(int, tensors, 1,
 ABSL_FLAG(int, repeats, 20, "Timed rounds per size; the median is reported.");
 ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
+ABSL_FLAG(int, replicas, 1, "Copies of every key (--replicas); must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
 ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
 ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip it and the memcpy one).");
@@ -112,6 +113,7 @@ int Run() {
   base.job.num_servers = static_cast<int>(base.servers.size());
   base.job.num_workers = clients;
   base.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  base.job.replicas = absl::GetFlag(FLAGS_replicas);
   base.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) {

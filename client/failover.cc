@@ -33,6 +33,7 @@ void Failover::MarkFailed(ServerSet servers, absl::string_view why) {
       spdlog::warn("server {} failed ({}): its keys are served by server {} from now on", s, std::string(why),
                    serving);
     }
+    connections_[s]->TellFailed();  // if it is only paused, it steps down when it resumes
   }
   for (const Kept& k : again) {
     ServerConnection* to = Serving(k.server);

@@ -292,6 +292,7 @@ bool ServerConnection::Redirect(const std::shared_ptr<CallState>& call) {
 
 void ServerConnection::Tend() {
   if (failover_ != nullptr && failover_->failed().Has(server_id_)) return;  // its backup has the session's work
+  if (ProbeForFailover()) return;
   const absl::Time now = clock_->Now();
   bool heartbeat = false;
   {
@@ -305,6 +306,35 @@ void ServerConnection::Tend() {
     }
   }
   if (heartbeat) SendHeartbeat();
+}
+
+bool ServerConnection::ProbeForFailover() {
+  if (failover_ == nullptr || !failover_->armed()) return false;
+  const absl::Time now = clock_->Now();
+  const absl::Duration timeout = failover_->timeout();
+  bool probe = false;
+  std::vector<grpc::ClientContext*> waiting;
+  absl::Duration silent;
+  {
+    absl::MutexLock lock(&mu_);
+    if (calls_in_flight_ == 0 || session_ == 0 || stopped_) return false;
+    silent = now - last_answer_;
+    if (silent >= timeout && last_probe_ != absl::InfinitePast() && now - last_probe_ >= timeout / 2) {
+      waiting.assign(contexts_.begin(), contexts_.end());
+    } else if (silent >= timeout / 3 && now - last_probe_ >= timeout / 3) {
+      probe = true;
+      last_probe_ = now;
+    }
+  }
+  if (probe) SendHeartbeat();  // a live server answers it, however long its pulls wait
+  if (waiting.empty()) return false;
+  ServerSet self;
+  self.Add(server_id_);
+  failover_->MarkFailed(self, absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
+                                           ", heartbeats included (--server_timeout_for_failover ",
+                                           absl::FormatDuration(timeout), ")"));
+  for (grpc::ClientContext* ctx : waiting) ctx->TryCancel();  // their calls retry, and go to the backup
+  return true;
 }
 
 void ServerConnection::SendHeartbeat() {

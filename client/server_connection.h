@@ -106,6 +106,9 @@ class ServerConnection {
   // Replication: `failover` (outliving this connection) decides when this
   // server has failed and where its calls go then. Before any call.
   void SetFailover(Failover* failover) { failover_ = failover; }
+  // A heartbeat that carries the failed set (sent to a server once it is
+  // taken for failed: a paused one reads it when it resumes, and steps down).
+  void TellFailed() { SendHeartbeat(); }
   // Registers (continuing at `resume` when given) and keeps the session.
   void Register(std::optional<ResumeAt> resume, RegisterDone done);
 
@@ -138,6 +141,11 @@ class ServerConnection {
   // Replication: merges the failed servers an answer names; hands a call
   // that fails over to the server serving this one's keys (false: none).
   void NoteFailedServers(const grpc::ClientContext& ctx);
+  // Replication, from Tend(): while calls wait and the server has not
+  // answered for a third of the failover timeout, a heartbeat probes it; a
+  // server that answers nothing, probes included, for the whole timeout (a
+  // paused one) is taken for failed and the waiting calls go to its backup.
+  bool ProbeForFailover();
   bool Redirect(const std::shared_ptr<CallState>& call);
   void SendHeartbeat();
   // A context for one RPC, cancelled by StopAndCancel(); null once stopped.
@@ -167,6 +175,7 @@ class ServerConnection {
   absl::Time last_call_ ABSL_GUARDED_BY(mu_);       // an attempt started (heartbeats are for idle sessions)
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);     // an attempt ended, or calls began while none was in flight
   absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // ProbeForFailover's heartbeat
 };
 
 }  // namespace shardps
