@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/metrics_http.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -94,7 +95,9 @@ TEST_CASE("replication: a killed server costs no step and changes no bit of the 
   for (int killed : {1, 2}) {
     for (int at : {0, 3}) {
       INFO("server " << killed << " killed at step " << at);
-      TestCluster cluster(ReplicatedOptions());
+      HostOptions host;
+      host.metrics_port = 0;
+      TestCluster cluster(ReplicatedOptions(), host);
       const auto w = Train(cluster, at, [&] { cluster.Kill(killed); });
       CHECK(Bitwise(w, calm));
       const int backup = (killed + 1) % kServers;
@@ -105,6 +108,10 @@ TEST_CASE("replication: a killed server costs no step and changes no bit of the 
       // keys the killed server backed up have one copy on their primary.
       CHECK(st.under_replicated_keys > 0);
       CHECK(cluster.core((killed + 2) % kServers)->Stats().under_replicated_keys > 0);
+      const std::string metrics = ScrapeLoopbackMetrics(cluster.host(backup)->metrics_port());
+      CHECK_THAT(metrics, Catch::Contains(absl::StrCat("shardps_under_replicated_keys{server=\"", backup, "\"} ",
+                                                       st.under_replicated_keys)));
+      CHECK_THAT(metrics, Catch::Contains(absl::StrCat("shardps_failed_servers{server=\"", backup, "\"} 1")));
     }
   }
 }
