@@ -33,7 +33,8 @@ void Failover::MarkFailed(ServerSet servers, absl::string_view why) {
       spdlog::warn("server {} failed ({}): its keys are served by server {} from now on", s, std::string(why),
                    serving);
     }
-    connections_[s]->TellFailed();  // if it is only paused, it steps down when it resumes
+    connections_[s]->CancelInFlight();  // calls waiting on it go to the backup now
+    connections_[s]->TellFailed();      // if it is only paused, it steps down when it resumes
   }
   for (const Kept& k : again) {
     ServerConnection* to = Serving(k.server);
@@ -48,6 +49,11 @@ void Failover::MarkFailed(ServerSet servers, absl::string_view why) {
 }
 
 void Failover::Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt) {
+  // A server taken for failed that acknowledges a push anyway (a paused one
+  // resuming before it learns it stepped down): the push goes to the backup.
+  if (failed().Has(server)) {
+    if (ServerConnection* to = Serving(server)) to->Call(spec, attempt, [](absl::Status) {});
+  }
   absl::MutexLock lock(&mu_);
   kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
                              [&](const Kept& k) { return k.server == server && k.step <= step - keep_steps_; }),

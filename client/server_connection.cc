@@ -337,6 +337,11 @@ bool ServerConnection::ProbeForFailover() {
   return true;
 }
 
+void ServerConnection::CancelInFlight() {
+  absl::MutexLock lock(&mu_);
+  for (grpc::ClientContext* ctx : contexts_) ctx->TryCancel();
+}
+
 void ServerConnection::SendHeartbeat() {
   // A busy server may answer late; what matters is that it hears the call.
   std::shared_ptr<grpc::ClientContext> ctx = NewContext(std::max(options_.heartbeat_interval, absl::Seconds(10)));

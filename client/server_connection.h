@@ -109,6 +109,9 @@ class ServerConnection {
   // A heartbeat that carries the failed set (sent to a server once it is
   // taken for failed: a paused one reads it when it resumes, and steps down).
   void TellFailed() { SendHeartbeat(); }
+  // Cancels the attempts in flight: their calls retry, and go to the backup
+  // once this server is in the failed set.
+  void CancelInFlight();
   // Registers (continuing at `resume` when given) and keeps the session.
   void Register(std::optional<ResumeAt> resume, RegisterDone done);
 

@@ -26,8 +26,8 @@ ABSL_FLAG(int, num_workers, 1, "Workers in the job.");
 ABSL_FLAG(std::string, mode, "sync", "Consistency: sync (BSP), async (ASP) or ssp (bounded staleness).");
 ABSL_FLAG(int, staleness, 0, "ssp: a pull at clock c waits until the slowest live worker is at c - staleness.");
 ABSL_FLAG(int, replicas, 1,
-          "Copies of every key on distinct servers (1 or more; 2: a backup that takes over, with no step lost, "
-          "when its primary fails; sync mode).");
+          "Copies of every key on distinct servers: 1, or 2 (a backup on the next server takes over, with no "
+          "step lost, when its primary fails; docs/failures.md).");
 ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
           "With --replicas > 1: how long this server retries its backup before taking it for failed (its keys then "
           "have a single copy).");

@@ -14,6 +14,8 @@ The servers run the rows' optimizer; the job's flags pick it
 (--row_optimizer, default adagrad as torch.optim.Adagrad; --row_lr;
 --row_init_scale).
 """
+import time
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -97,14 +99,32 @@ class SparseTables:
         exactly these ids, else pulled now."""
         got = self.prefetched.pop(t, None)
         if got is not None and torch.equal(got[0], ids):
-            got[4].wait()
-            return got[1], got[2], got[3]
-        if got is not None:
+            try:
+                got[4].wait()
+                return got[1], got[2], got[3]
+            except ShardpsError as e:
+                if not _not_initialised(e):
+                    raise
+                ids = got[0]  # pulled again below, once the servers are
+        elif got is not None:
             quietly(got[4])
         unique, inverse = torch.unique(ids, return_inverse=True)
         rows = torch.empty((unique.numel(), dim), dtype=torch.float32)
-        self.client.pull_rows(step, t, unique, rows)
+        self._pull_rows(step, t, unique, rows)
         return unique, inverse, rows
+
+    def _pull_rows(self, step, t, ids, rows, timeout=300.0):
+        """A blocking row pull. At the start of a job a server may not have
+        had rank 0's Init yet (other ranks wait for it on one server only):
+        such a pull is tried again until it is, as dense pulls are."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.client.pull_rows(step, t, ids, rows)
+            except ShardpsError as e:
+                if not _not_initialised(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _forget(self, t):
         got = self.prefetched.pop(t, None)
@@ -163,6 +183,10 @@ class SparseTables:
         for m in (m for _, m in self.modules if isinstance(m, HashEmbeddingBag)):
             m._rows = None
 
+
+
+def _not_initialised(error):
+    return error.code == 9 and "not initialised" in str(error)  # 9: FAILED_PRECONDITION
 
 
 def quietly(call):
