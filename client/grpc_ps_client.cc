@@ -217,7 +217,11 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights, 
 }
 
 void GrpcPsClient::HeartbeatLoop(absl::Time start) {
-  stop_heartbeats_.RunEvery(*clock_, start, options_.heartbeat_interval / 2, [this] {
+  // With replication, often enough to probe a silent server within the failover timeout.
+  const absl::Duration every = failover_ != nullptr
+                                   ? std::min(options_.heartbeat_interval / 2, options_.failover_timeout / 6)
+                                   : options_.heartbeat_interval / 2;
+  stop_heartbeats_.RunEvery(*clock_, start, every, [this] {
     for (auto& c : connections_) c->Tend();
   });
 }

@@ -312,28 +312,34 @@ bool ServerConnection::ProbeForFailover() {
   if (failover_ == nullptr || !failover_->armed()) return false;
   const absl::Time now = clock_->Now();
   const absl::Duration timeout = failover_->timeout();
-  bool probe = false;
-  std::vector<grpc::ClientContext*> waiting;
+  bool probe = false, silent_too_long = false;
   absl::Duration silent;
   {
     absl::MutexLock lock(&mu_);
+    // This process did not run for a while (paused itself): the silence is
+    // its own, not the server's; start counting again.
+    if (now - last_tend_ > timeout / 2) {
+      last_answer_ = now;
+      last_probe_ = absl::InfinitePast();
+    }
+    last_tend_ = now;
     if (calls_in_flight_ == 0 || session_ == 0 || stopped_) return false;
     silent = now - last_answer_;
     if (silent >= timeout && last_probe_ != absl::InfinitePast() && now - last_probe_ >= timeout / 2) {
-      waiting.assign(contexts_.begin(), contexts_.end());
+      silent_too_long = true;
     } else if (silent >= timeout / 3 && now - last_probe_ >= timeout / 3) {
       probe = true;
       last_probe_ = now;
     }
   }
   if (probe) SendHeartbeat();  // a live server answers it, however long its pulls wait
-  if (waiting.empty()) return false;
+  if (!silent_too_long) return false;
   ServerSet self;
   self.Add(server_id_);
+  // MarkFailed cancels the calls waiting here: they retry, and go to the backup.
   failover_->MarkFailed(self, absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
                                            ", heartbeats included (--server_timeout_for_failover ",
                                            absl::FormatDuration(timeout), ")"));
-  for (grpc::ClientContext* ctx : waiting) ctx->TryCancel();  // their calls retry, and go to the backup
   return true;
 }
 

@@ -179,6 +179,7 @@ class ServerConnection {
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);     // an attempt ended, or calls began while none was in flight
   absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // ProbeForFailover's heartbeat
+  absl::Time last_tend_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();   // ProbeForFailover's last run
 };
 
 }  // namespace shardps

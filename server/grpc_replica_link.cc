@@ -123,7 +123,10 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, const std::vector<Item
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::UnavailableError("the server is shutting down");
     }
-    if (gone || waited >= options_.failover_timeout) {
+    // Silence counts only over two attempts or more: the first may have been
+    // in flight while this process itself was paused (SIGSTOP, a stalled
+    // VM), and a deadline that passed then says nothing about the peer.
+    if (gone || (waited >= options_.failover_timeout && attempt >= 2)) {
       return absl::UnavailableError(absl::StrCat("server ", to, " did not take ", all.size(), " updated keys in ",
                                                  attempt, " attempts over ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(10))),
                                                  " (--server_timeout_for_failover ",

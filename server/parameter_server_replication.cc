@@ -95,6 +95,9 @@ void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>
     WakeReadyPulls();
     return;
   }
+  // A server that stepped down has no say about others (it may be one that
+  // was paused, whose sends timed out while it did not run).
+  if (FailedServers().Has(options_.server_id)) return;
   ServerSet failed;
   if (absl::IsFailedPrecondition(status)) {
     spdlog::error("server {}: server {} has taken over its keys ({}); stepping down", options_.server_id, to,

@@ -190,7 +190,8 @@ int Run(ShutdownSignal& signal) {
   std::unique_ptr<GrpcReplicaLink> link;
   if (options->job.replicas > 1) {
     absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = GrpcReplicaLink::Create(ReplicaLinkOptions{
-        absl::GetFlag(FLAGS_server_timeout_for_failover), absl::GetFlag(FLAGS_server_timeout_for_failover), tls, *token,
+        absl::GetFlag(FLAGS_server_timeout_for_failover), absl::GetFlag(FLAGS_server_timeout_for_failover) / 2, tls,
+        *token,
         absl::GetFlag(FLAGS_max_message_bytes)});
     if (!made.ok()) {
       spdlog::critical("cannot start: {}", std::string(made.status().message()));
