@@ -27,6 +27,13 @@ ServerOptions ReplicatedOptions() {
   return o;
 }
 
+// The job as a worker of SmallLayout() registers it with a server core.
+JobView JobOfSmallLayout() {
+  JobView v = ReplicatedOptions().job;
+  v.layout_hash = LayoutHash(SmallLayout());
+  return v;
+}
+
 // Rank r's gradient at `step`: values whose float sums depend on their order.
 std::vector<std::vector<float>> GradientOf(int rank, int64_t step) {
   auto g = Zeros(SmallLayout());
@@ -121,11 +128,7 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
   std::unique_ptr<PsClient> worker = cluster.Worker(0);
   REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
   // Server 1 backs up server 0's keys: a push to it is refused, naming both.
-  absl::StatusOr<Registration> reg = cluster.core(1)->Register(0, [&] {
-    JobView v = ReplicatedOptions().job;
-    v.layout_hash = LayoutHash(SmallLayout());
-    return v;
-  }(), std::nullopt);
+  absl::StatusOr<Registration> reg = cluster.core(1)->Register(0, JobOfSmallLayout(), std::nullopt);
   REQUIRE(reg.ok());
   const KeyMap map = *KeyMap::Build(SmallLayout(), kServers, kSmallPartitionBytes);
   const ChunkInfo* of_server_0 = nullptr;
@@ -150,11 +153,7 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
     ServerSet failed;
     failed.Add(0);
     cluster.core(0)->NoteFailedServers(failed);
-    absl::StatusOr<Registration> own = cluster.core(0)->Register(0, [&] {
-      JobView v = ReplicatedOptions().job;
-      v.layout_hash = LayoutHash(SmallLayout());
-      return v;
-    }(), std::nullopt);
+    absl::StatusOr<Registration> own = cluster.core(0)->Register(0, JobOfSmallLayout(), std::nullopt);
     REQUIRE(own.ok());
     auto stepped_down = cluster.core(0)->Push(own->session_id, 0, {chunk});
     REQUIRE(stepped_down.status().code() == absl::StatusCode::kUnavailable);
