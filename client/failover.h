@@ -44,6 +44,7 @@ class Failover {
   void Arm() { armed_ = true; }
   bool armed() const { return armed_; }
 
+  const ReplicaMap& map() const { return map_; }
   absl::Duration timeout() const { return timeout_; }
   ServerSet failed() const { return ServerSet{failed_bits_.load()}; }
   // The connection serving `server`'s keys now; null when every copy failed.

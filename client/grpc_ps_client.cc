@@ -189,10 +189,8 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
 }
 
 absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights, bool* applied) {
-  std::optional<ReplicaMap> replicas;
-  if (options_.job.replicas > 1) replicas = *ReplicaMap::Build(options_.job.num_servers, options_.job.replicas);
   absl::StatusOr<std::vector<std::shared_ptr<wire::InitRequest>>> reqs =
-      builder_.Inits(weights, replicas ? &*replicas : nullptr);
+      builder_.Inits(weights, failover_ != nullptr ? &failover_->map() : nullptr);
   if (!reqs.ok()) return reqs.status();
   auto any_applied = std::make_shared<std::atomic<bool>>(false);
   const absl::Status status = Blocking([&](Done done) {

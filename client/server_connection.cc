@@ -92,7 +92,7 @@ std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));  // gRPC's deadlines are real time
   if (!options_.auth_token.empty()) ctx->AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
   if (failover_ != nullptr && failover_->failed().bits != 0) {
-    ctx->AddMetadata(kFailedServersKey, IncarnationText(failover_->failed().bits));
+    ctx->AddMetadata(kFailedServersKey, FailedServersText(failover_->failed().bits));
   }
   contexts_.insert(ctx.get());
   last_call_ = clock_->Now();
@@ -157,9 +157,7 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
   // the failover timeout, and the backup serves this server's keys.
   if (failover_ != nullptr && failover_->armed() && call->spec.fails_over &&
       (absl::IsUnavailable(status) || waited >= failover_->timeout())) {
-    ServerSet self;
-    self.Add(server_id_);
-    failover_->MarkFailed(self, absl::StrCat("a ", call->spec.what, ": ", status.message()));
+    TakeForFailed(absl::StrCat("a ", call->spec.what, ": ", status.message()));
     if (Redirect(call)) return;
   }
   if (waited >= options_.server_timeout) {
@@ -274,7 +272,7 @@ void ServerConnection::NoteFailedServers(const grpc::ClientContext& ctx) {
   const auto& metadata = ctx.GetServerTrailingMetadata();
   auto it = metadata.find(kFailedServersKey);
   if (it == metadata.end()) return;
-  if (const std::optional<uint64_t> bits = ParseIncarnation(absl::string_view(it->second.data(), it->second.size()))) {
+  if (const std::optional<uint64_t> bits = ParseFailedServers(absl::string_view(it->second.data(), it->second.size()))) {
     failover_->MarkFailed(ServerSet{*bits}, absl::StrCat("server ", server_id_, " says so"));
   }
 }
@@ -334,13 +332,17 @@ bool ServerConnection::ProbeForFailover() {
   }
   if (probe) SendHeartbeat();  // a live server answers it, however long its pulls wait
   if (!silent_too_long) return false;
+  // This cancels the calls waiting here: they retry, and go to the backup.
+  TakeForFailed(absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
+                             ", heartbeats included (--server_timeout_for_failover ", absl::FormatDuration(timeout),
+                             ")"));
+  return true;
+}
+
+void ServerConnection::TakeForFailed(const std::string& why) {
   ServerSet self;
   self.Add(server_id_);
-  // MarkFailed cancels the calls waiting here: they retry, and go to the backup.
-  failover_->MarkFailed(self, absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
-                                           ", heartbeats included (--server_timeout_for_failover ",
-                                           absl::FormatDuration(timeout), ")"));
-  return true;
+  failover_->MarkFailed(self, why);
 }
 
 void ServerConnection::CancelInFlight() {

@@ -149,6 +149,8 @@ class ServerConnection {
   // server that answers nothing, probes included, for the whole timeout (a
   // paused one) is taken for failed and the waiting calls go to its backup.
   bool ProbeForFailover();
+  // Adds this server to the failed set (client/failover.h), saying `why`.
+  void TakeForFailed(const std::string& why);
   bool Redirect(const std::shared_ptr<CallState>& call);
   void SendHeartbeat();
   // A context for one RPC, cancelled by StopAndCancel(); null once stopped.

@@ -43,8 +43,11 @@ std::vector<int> ReplicaMap::PrimariesHeldBy(int server) const {
   return out;
 }
 
+// Serving and NextLiveAfter walk the chain without building it: they run
+// for every key a push, pull or sync step touches.
 int ReplicaMap::Serving(int primary, ServerSet failed) const {
-  for (int s : Chain(primary)) {
+  for (int i = 0; i < replicas_; ++i) {
+    const int s = (primary + i) % num_servers_;
     if (!failed.Has(s)) return s;
   }
   return -1;
@@ -52,7 +55,8 @@ int ReplicaMap::Serving(int primary, ServerSet failed) const {
 
 int ReplicaMap::NextLiveAfter(int primary, int server, ServerSet failed) const {
   bool after = false;
-  for (int s : Chain(primary)) {
+  for (int i = 0; i < replicas_; ++i) {
+    const int s = (primary + i) % num_servers_;
     if (after && !failed.Has(s)) return s;
     if (s == server) after = true;
   }

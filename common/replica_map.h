@@ -6,7 +6,7 @@
 // p, p+1, ..., p+R-1 (mod S). Every server backs up the keys of the R - 1
 // servers before it, so it holds its own bytes and theirs: KeyMap balances
 // the primaries by bytes, and so the chains balance what each server holds.
-// Sparse table rows follow the same chains from their RowServer.
+// (Sparse tables are not replicated yet: a replicated job refuses them.)
 //
 // The server that serves a chain's keys is its first member that has not
 // failed; none when every copy has (then checkpoints are the answer). The

@@ -40,8 +40,7 @@ absl::StatusOr<int> ParameterServerImpl::AdmitTraffic(uint64_t session, const ch
 void ParameterServerImpl::InstallKeys(KeyMap map) {
   tensor_staleness_ = std::make_unique<StalenessHistogram[]>(map.layout().tensors.size());
   table_ = std::make_unique<KeyTable>(std::move(map), options_.server_id, optimizer_->NumSlots(),
-                                      options_.job.num_workers,
-                                      Replicating() ? replicas_->PrimariesHeldBy(options_.server_id) : std::vector<int>{});
+                                      options_.job.num_workers, HeldPrimaries());
   job_layout_hash_ = LayoutHash(table_->map().layout());
   sparse_.Install(table_->map().layout().tables);
   initialized_ = true;
@@ -127,8 +126,7 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
         "Init refused: the layout has ", layout.tables.size(), " sparse tables, which --replicas=",
         options_.job.replicas, " does not copy yet; run the job with --replicas=1")));
   }
-  const std::vector<int> held =
-      Replicating() ? replicas_->PrimariesHeldBy(options_.server_id) : std::vector<int>{options_.server_id};
+  const std::vector<int> held = HeldPrimaries();
   absl::flat_hash_map<ChunkKey, const ChunkPayload*> given;
   for (const ChunkPayload& c : chunks) {
     if (absl::Status owned = CheckHeld(*map, c.key, options_.server_id, held); !owned.ok()) return Refuse(owned);

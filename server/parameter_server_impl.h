@@ -104,6 +104,10 @@ class ParameterServerImpl final : public ParameterServer {
 
   // Replication (parameter_server_replication.cc).
   bool Replicating() const { return replicas_.has_value() && replicas_->replicas() > 1; }
+  // The primaries whose keys this server holds, itself first.
+  std::vector<int> HeldPrimaries() const {
+    return Replicating() ? replicas_->PrimariesHeldBy(options_.server_id) : std::vector<int>{options_.server_id};
+  }
   // OK when this server serves `k` now; UNAVAILABLE when it stepped down,
   // FAILED_PRECONDITION when it holds `k` as a backup of a live primary.
   absl::Status CheckServing(const KeyState& k) const;

@@ -40,7 +40,7 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
   if (push_connections_ != nullptr && ctx->method() == kRawPushMethod) push_connections_->Mark(ctx->peer());
   // Replication: the servers this worker knows to have failed.
   if (auto it = ctx->client_metadata().find(kFailedServersKey); it != ctx->client_metadata().end()) {
-    if (std::optional<uint64_t> bits = ParseIncarnation(absl::string_view(it->second.data(), it->second.size()))) {
+    if (std::optional<uint64_t> bits = ParseFailedServers(absl::string_view(it->second.data(), it->second.size()))) {
       core_->NoteFailedServers(ServerSet{*bits});
     }
   }

@@ -41,7 +41,7 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   void Reply(const absl::Status& status, grpc::ByteBuffer response = {}) {
     ctx_->AddTrailingMetadata(kIncarnationKey, IncarnationText(core_->incarnation()));
     if (const ServerSet failed = core_->FailedServers(); failed.bits != 0) {
-      ctx_->AddTrailingMetadata(kFailedServersKey, IncarnationText(failed.bits));
+      ctx_->AddTrailingMetadata(kFailedServersKey, FailedServersText(failed.bits));
     }
     if (!status.ok()) return Finish(ToGrpcStatus(status));
     response_ = std::move(response);
