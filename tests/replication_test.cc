@@ -165,6 +165,40 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
     REQUIRE(taken_over.code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(taken_over.message()), Catch::Contains("must step down"));
   }
+  SECTION("malformed updates are refused, naming the fault, and the server serves on") {
+    auto update = [&](ChunkKey key, size_t length, size_t slots) {
+      return ReplicaUpdate{key, 5, std::make_shared<const std::vector<float>>(length, 1.0f),
+                           std::vector<std::vector<float>>(slots, std::vector<float>(length, 0.0f))};
+    };
+    const int64_t refused_before = cluster.core(1)->Stats().refused;
+    absl::Status s = cluster.core(1)->ApplyReplica(0, {update(of_server_0->key, g.size() + 1, 1)});
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("wrong size"));
+    s = cluster.core(1)->ApplyReplica(0, {update(of_server_0->key, g.size(), 0)});  // momentum has a slot
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    s = cluster.core(1)->ApplyReplica(2, {update(of_server_0->key, g.size(), 1)});
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("which it does not serve"));
+    s = cluster.core(1)->ApplyReplica(0, {update(ChunkKey{9, 0}, g.size(), 1)});
+    CHECK(s.code() == absl::StatusCode::kNotFound);
+    // Over the wire: weights that are not whole floats.
+    wire::ReplicateRequest req;
+    req.set_from_server(0);
+    wire::ReplicaKey* k = req.add_keys();
+    k->mutable_key()->set_tensor(of_server_0->key.tensor);
+    k->mutable_key()->set_chunk(of_server_0->key.chunk);
+    k->set_version(5);
+    k->set_weights("12345");
+    grpc::ClientContext ctx;
+    wire::ReplicateResponse resp;
+    const grpc::Status wire_status = cluster.RawStub(1)->Replicate(&ctx, req, &resp);
+    CHECK(wire_status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(wire_status.error_message(), Catch::Contains("not a multiple of 4"));
+    CHECK(cluster.core(1)->Stats().refused == refused_before + 5);
+    CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
+    CHECK(cluster.core(1)->ApplyReplica(0, {update(of_server_0->key, g.size(), 1)}).ok());
+    CHECK(cluster.core(1)->Stats().replica_keys_installed == 1);
+  }
 }
 
 TEST_CASE("replication: async loses no push when a server is killed", "[replication]") {
@@ -194,6 +228,16 @@ TEST_CASE("replication: bad flags are refused with the reason", "[replication]")
   auto three = ParameterServer::Create(o, nullptr);
   REQUIRE(three.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(three.status().message()), Catch::Contains("at most 2 copies"));
+
+  TestCluster cluster(ReplicatedOptions());
+  ClientOptions c = cluster.ClientFor(0);
+  c.failover_timeout = absl::ZeroDuration();
+  auto client = PsClient::Connect(c);
+  REQUIRE(client.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(client.status().message()), Catch::Contains("server_timeout_for_failover"));
+  c = cluster.ClientFor(0);
+  c.job.replicas = 4;
+  CHECK(PsClient::Connect(c).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
