@@ -151,12 +151,44 @@ TEST_CASE("sparse sync: a step's row gradients are summed, divided by the pushes
   REQUIRE(got->ok());
   CHECK((*got)->version == 1);
   CHECK((*got)->rows == std::vector<float>{-3, -6, -3, -3, 0, 0});
-  // The step's empty push counts; a push for another step is refused.
+  // The step's empty push counts; a push for a step past the table is refused.
   CHECK(*f.Push(0, 1, {}, {}) == wire::PUSH_BUFFERED);
-  const auto wrong = f.Push(1, 2, {5}, {1, 1});
-  CHECK(wrong.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(*f.Push(1, 0, {5}, {1, 1}) == wire::PUSH_DUPLICATE);  // behind the table, pushed before
+  const auto too_far = f.Push(1, 4, {5}, {1, 1});
+  CHECK(too_far.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(too_far.status().message()), Catch::Contains("push for step 4, but the table is at step 1"));
   CHECK(*f.Push(1, 1, {5}, {2, 2}) == wire::PUSH_APPLIED);
   CHECK((*f.Pull(2, {5}))->rows == std::vector<float>{-4, -7});
+}
+
+TEST_CASE("sparse sync: a push for a later step waits for its step and applies then", "[sparse]") {
+  // Worker 1 pushes steps 1 and 2 of a table it did not pull before worker
+  // 0's push of step 0 arrives (DESIGN.md: a table's step is everyone's).
+  Fixture f(Mode::kSync);
+  REQUIRE(*f.Push(0, 0, {5}, {2, 2}) == wire::PUSH_BUFFERED);
+  REQUIRE(*f.Push(1, 1, {5}, {4, 4}) == wire::PUSH_BUFFERED);
+  REQUIRE(*f.Push(1, 2, {}, {}) == wire::PUSH_BUFFERED);
+  CHECK(*f.Push(1, 1, {5}, {4, 4}) == wire::PUSH_DUPLICATE);
+  CHECK(!f.Pull(1, {5}).has_value());  // step 0 still waits for worker 1
+  REQUIRE(*f.Push(1, 0, {}, {}) == wire::PUSH_APPLIED);
+  CHECK((*f.Pull(1, {5}))->rows == std::vector<float>{-1, -1});  // step 0 alone: (2 + nothing) / 2
+  REQUIRE(*f.Push(0, 1, {}, {}) == wire::PUSH_APPLIED);
+  CHECK((*f.Pull(2, {5}))->rows == std::vector<float>{-3, -3});
+  // Worker 0's push of step 2 completes it with worker 1's early one.
+  REQUIRE(*f.Push(0, 2, {5}, {6, 6}) == wire::PUSH_APPLIED);
+  CHECK((*f.Pull(3, {5}))->rows == std::vector<float>{-6, -6});
+}
+
+TEST_CASE("sparse sync: steps pushed early by a worker complete at the tick once their last worker died", "[sparse]") {
+  Fixture f(Mode::kSync);
+  REQUIRE(f.Push(0, 0, {5}, {2, 2}).ok());
+  REQUIRE(f.Push(0, 1, {5}, {2, 2}).ok());
+  f.required = {true, false};  // worker 1 was declared dead
+  f.store->Tick(absl::Now());
+  auto got = f.Pull(2, {5});
+  REQUIRE(got.has_value());
+  CHECK((*got)->version == 2);
+  CHECK((*got)->rows == std::vector<float>{-4, -4});
 }
 
 TEST_CASE("sparse sync: a waiting pull is answered when the step completes", "[sparse]") {

@@ -117,14 +117,17 @@ absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank,
     absl::MutexLock lock(&t.mu);
     const int64_t version = t.version.load();
     if (step < version && step <= t.last_pushed[rank]) return wire::PUSH_DUPLICATE;
-    if (step != version) {
-      return absl::FailedPreconditionError(absl::StrCat("table '", t.table.spec().name, "': push for step ",
-                                                        step, ", but the table is at step ", version));
+    if (step < version || step > version + kSyncStepsAhead) {
+      return absl::FailedPreconditionError(absl::StrCat("table '", t.table.spec().name, "': push for step ", step,
+                                                        ", but the table is at step ", version, " (a push may name it or ",
+                                                        kSyncStepsAhead, " steps after it)"));
     }
-    if (t.pending[rank].has_value()) return wire::PUSH_DUPLICATE;
-    t.pending[rank] = TableState::RowGrads{std::move(ids), std::move(grads)};
-    t.last_pushed[rank] = step;
-    completed = CompleteIfReady(t);
+    std::vector<std::optional<TableState::RowGrads>>& slots = t.pending[step];
+    if (slots.empty()) slots.resize(static_cast<size_t>(t.num_workers));
+    if (slots[static_cast<size_t>(rank)].has_value()) return wire::PUSH_DUPLICATE;
+    slots[static_cast<size_t>(rank)] = TableState::RowGrads{std::move(ids), std::move(grads)};
+    t.last_pushed[rank] = std::max(t.last_pushed[rank], step);
+    while (CompleteIfReady(t)) completed = true;
   }
   if (completed) WakeReady();
   return completed ? wire::PUSH_APPLIED : wire::PUSH_BUFFERED;
@@ -132,10 +135,13 @@ absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank,
 
 bool SparseStore::CompleteIfReady(TableState& t) {
   const int64_t step = t.version.load();
+  auto at_step = t.pending.find(step);
+  if (at_step == t.pending.end()) return false;
+  std::vector<std::optional<TableState::RowGrads>>& pending = at_step->second;
   const std::vector<bool> required = options_.required_for_step(step);
   int pushed = 0;
-  for (size_t r = 0; r < t.pending.size(); ++r) {
-    if (t.pending[r].has_value()) {
+  for (size_t r = 0; r < pending.size(); ++r) {
+    if (pending[r].has_value()) {
       ++pushed;
     } else if (r < required.size() && required[r]) {
       return false;
@@ -147,7 +153,7 @@ bool SparseStore::CompleteIfReady(TableState& t) {
   absl::flat_hash_map<int64_t, uint32_t> at;
   std::vector<int64_t> ids;
   std::vector<float> sums;
-  for (auto& g : t.pending) {
+  for (auto& g : pending) {
     if (!g.has_value()) continue;
     for (size_t i = 0; i < g->ids.size(); ++i) {
       auto [it, inserted] = at.try_emplace(g->ids[i], static_cast<uint32_t>(ids.size()));
@@ -159,8 +165,8 @@ bool SparseStore::CompleteIfReady(TableState& t) {
       const float* grad = g->grads.data() + i * dim;
       for (size_t j = 0; j < dim; ++j) sum[j] += grad[j];
     }
-    g.reset();
   }
+  t.pending.erase(at_step);
   t.table.Apply(ids.data(), ids.size(), sums.data(), 1.0f / static_cast<float>(pushed));
   t.version.store(step + 1);
   if (t.capture_at == step + 1) {
@@ -255,7 +261,8 @@ void SparseStore::Tick(absl::Time now) {
     absl::MutexLock lock(&install_mu_);
     for (auto& t : tables_) {
       absl::MutexLock table_lock(&t->mu);
-      CompleteIfReady(*t);
+      while (CompleteIfReady(*t)) {
+      }
     }
   }
   EvictExpired();

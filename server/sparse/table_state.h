@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -17,6 +18,14 @@
 namespace shardps {
 
 inline constexpr int kPullSizeBuckets = 11;
+
+// sync: how many steps past a table's own a push may name. A worker sends
+// its table pushes of step t after its dense pushes of t and does not wait
+// for them; it waits for them before its table pushes of t+1. Another worker
+// can thus push t+1 (after its dense pull of t+1) and even t+2 before the
+// first one's push of t arrives, but not t+3: that needs the first worker's
+// dense push of t+2, sent after its table pushes of t were acknowledged.
+inline constexpr int64_t kSyncStepsAhead = 2;
 
 // The bucket of a pull of n ids: [0, 4), [4, 16), ... (powers of 4).
 inline int PullSizeBucket(size_t n) {
@@ -30,7 +39,7 @@ inline int PullSizeBucket(size_t n) {
 
 struct SparseStore::TableState {
   TableState(const TableSpec& spec, int num_workers, int admit_count)
-      : table(spec, admit_count), pending(num_workers), last_pushed(num_workers, -1) {}
+      : table(spec, admit_count), num_workers(num_workers), last_pushed(num_workers, -1) {}
 
   struct RowGrads {
     std::vector<int64_t> ids;
@@ -40,8 +49,12 @@ struct SparseStore::TableState {
   SparseTable table;
   absl::Mutex mu;
   std::atomic<int64_t> version{0};  // sync: steps applied; async, ssp: pushes applied
-  // sync: the gradients of step `version` so far, by rank.
-  std::vector<std::optional<RowGrads>> pending ABSL_GUARDED_BY(mu);
+  const int num_workers;
+  // sync: the gradients pushed so far, by step and rank, for step `version`
+  // and up to kSyncStepsAhead steps after it. A worker can push a table
+  // early: one whose rows it did not pull this step has no pull to wait on
+  // the step before (an unused table, or one whose pull was prefetched).
+  std::map<int64_t, std::vector<std::optional<RowGrads>>> pending ABSL_GUARDED_BY(mu);
   std::vector<int64_t> last_pushed ABSL_GUARDED_BY(mu);  // sync: each rank's last step pushed
   // sync checkpoints: the step to snapshot as it completes, and the snapshot.
   int64_t capture_at ABSL_GUARDED_BY(mu) = -1;
