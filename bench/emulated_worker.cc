@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "bench/process_events.h"
 #include "bench/synthetic_layout.h"
 #include "common/command_line.h"
 #include "common/malloc_tuning.h"
@@ -219,6 +220,7 @@ int Run() {
   }
   const int steps = absl::GetFlag(FLAGS_steps);
   const double cpu_start = ProcessCpuSeconds();
+  const int64_t waits_start = ProcessWaits();
   const absl::Time start = absl::Now();
   for (int i = 0; i < steps; ++i, ++*step) {
     const absl::Status s = worker.Step(*step, pull_ahead && i + 1 < steps, split);
@@ -230,6 +232,7 @@ int Run() {
   }
   if (absl::Status s = worker.DrainPushes(split); !s.ok()) return Fail(s);
   const double wall = Since(start), cpu = ProcessCpuSeconds() - cpu_start;
+  const int64_t waits = ProcessWaits() - waits_start;
   const double samples_per_s = steps * absl::GetFlag(FLAGS_batch_size) / wall;
   printf("rank %d: %d steps in %.2f s: %.1f samples/s, per step %.1f ms compute, %.1f ms pull wait, %.1f ms push wait\n",
          o.rank, steps, wall, samples_per_s, 1e3 * split.compute / steps, 1e3 * split.pull_wait / steps,
@@ -241,6 +244,7 @@ int Run() {
                         "\", \"compute_ms\": ", absl::GetFlag(FLAGS_compute_ms), ", \"steps\": ", steps,
                         ", \"wall_seconds\": ", wall, ", \"samples_per_second\": ", samples_per_s,
                         ", \"bytes_per_step\": ", 2 * layout->TotalBytes() / 4 * ValueBytes(o.wire_dtype), ", \"cpu_seconds\": ", cpu,
+                        ", \"waits\": ", waits,
                         ", \"time_split_seconds\": {\"pull_wait\": ", split.pull_wait,
                         ", \"compute\": ", split.compute, ", \"push_wait\": ", split.push_wait, "}}\n");
     if (!out) return Fail(absl::InternalError(absl::StrCat("cannot write ", path)));
