@@ -41,6 +41,8 @@ ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
 ABSL_FLAG(int, replicas, 1, "Copies of every key (--replicas); must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
+ABSL_FLAG(int64_t, in_flight_bytes, 0,
+          "Bytes of pushes (and of pulls) in flight at once, as ps_worker's flag: 0 automatic, negative no limit.");
 ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
 ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip it and the memcpy one).");
 ABSL_FLAG(std::string, tls_ca, "", "TLS: the CA of the servers' certificates (as ps_worker's --tls_ca).");
@@ -115,6 +117,7 @@ int Run() {
   base.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
   base.job.replicas = absl::GetFlag(FLAGS_replicas);
   base.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  base.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) {
     fprintf(stderr, "push_pull: %s\n", std::string(wire_dtype.status().message()).c_str());

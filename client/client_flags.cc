@@ -27,8 +27,8 @@ ABSL_FLAG(int, channels_per_server, 2,
           "gRPC channels (TCP connections) to each server; a layer's chunks for a server are spread over them.");
 ABSL_FLAG(int64_t, in_flight_bytes, 0,
           "Bytes of pushes (and, apart, of fetched weights) in flight at once; the rest queue in the transfer "
-          "schedule's order, earliest layer first (0: automatic, 512 KB of pushes and 256 KB of fetched weights; -1: "
-          "no limit).");
+          "schedule's order, earliest layer first (0: automatic, 512 KB of pushes and 256 KB of fetched weights, and "
+          "two partitions' bytes at least; -1: no limit).");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "Encoding of gradients and weights on the wire: float32, or bfloat16 (half the bytes; values rounded "
           "to 8 significant bits on the wire, the servers keep float32).");

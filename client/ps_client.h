@@ -51,8 +51,8 @@ struct ClientOptions {
   int channels_per_server = 1;
   // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
   // queue, earliest layer first (client/transfer_queue.h). 0: automatic
-  // (512 KB of pushes, 256 KB of fetched weights: client/grpc_transfers.cc);
-  // negative: no limit.
+  // (512 KB of pushes, 256 KB of fetched weights, and two partitions'
+  // bytes at least: client/grpc_transfers.cc); negative: no limit.
   int64_t in_flight_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
   // The TCP congestion control of this client's connections

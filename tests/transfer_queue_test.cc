@@ -114,7 +114,8 @@ TEST_CASE("without a budget every transfer starts at once", "[transfer_queue]") 
   CHECK(started == 5);
 }
 
-TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights; in_flight_bytes sets both",
+TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights, two partitions at least; "
+          "in_flight_bytes sets both",
           "[transfer_queue]") {
   ClientOptions o;
   CHECK(PushBudget(o).total == 512 << 10);
@@ -129,6 +130,14 @@ TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights; in_fl
   }
   CHECK(pushed == 8);
   CHECK(fetched == 4);
+  // Partitions of 2 MB: two requests of them in flight, not one.
+  o.job.partition_bytes = 2 << 20;
+  CHECK(PushBudget(o).total == 4 << 20);
+  CHECK(FetchBudget(o).total == 4 << 20);
+  CHECK(FetchBudget(o).behind_reservation == 128 << 10);
+  o.job.partition_bytes = 200 << 10;  // between the two floors
+  CHECK(PushBudget(o).total == 512 << 10);
+  CHECK(FetchBudget(o).total == 400 << 10);
   o.in_flight_bytes = 1 << 20;
   CHECK(PushBudget(o).total == 1 << 20);
   CHECK(FetchBudget(o).total == 1 << 20);
