@@ -21,6 +21,7 @@ namespace shardps {
 
 inline constexpr char kRawPushMethod[] = "/shardps.wire.RawTensors/Push";
 inline constexpr char kRawPullMethod[] = "/shardps.wire.RawTensors/Pull";
+inline constexpr char kRawReplicateMethod[] = "/shardps.wire.RawTensors/Replicate";
 
 // A frame whose payload slices borrow `payloads`' memory: it must stay
 // unchanged until gRPC is done with the buffer (the call has completed).

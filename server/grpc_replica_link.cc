@@ -4,7 +4,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
+#include "common/tensor_frame.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -12,21 +14,47 @@ namespace {
 
 constexpr absl::Duration kRetryBackoff = absl::Milliseconds(50);
 
-wire::ReplicateRequest RequestOf(int from, const std::vector<ReplicaUpdate>& updates) {
-  wire::ReplicateRequest req;
-  req.set_from_server(from);
-  for (const ReplicaUpdate& u : updates) {
-    wire::ReplicaKey* k = req.add_keys();
-    k->mutable_key()->set_tensor(u.key.tensor);
-    k->mutable_key()->set_chunk(u.key.chunk);
-    k->set_version(u.version);
-    k->set_weights(reinterpret_cast<const char*>(u.weights->data()), u.weights->size() * 4);
-    for (const std::vector<float>& slot : u.slots) {
-      k->add_slots(reinterpret_cast<const char*>(slot.data()), slot.size() * 4);
+// The raw Replicate frame of `items`' updates, in order (a later update of
+// a key supersedes an earlier one there): the keys' header, and their
+// weights and slots as payloads the frame shares, not copies. The slots move
+// out of `items`.
+struct RawReplicate {
+  wire::ReplicateRequest header;
+  std::vector<SharedPayload> payloads;
+};
+
+RawReplicate FrameOf(std::vector<GrpcReplicaLink::Item>& items) {
+  RawReplicate out;
+  out.header.set_from_server(items.front().from);
+  for (GrpcReplicaLink::Item& item : items) {
+    for (ReplicaUpdate& u : item.updates) {
+      wire::ReplicaKey* k = out.header.add_keys();
+      k->mutable_key()->set_tensor(u.key.tensor);
+      k->mutable_key()->set_chunk(u.key.chunk);
+      k->set_version(u.version);
+      k->set_raw_values(static_cast<int64_t>(u.weights->size()));
+      k->set_raw_slots(static_cast<int32_t>(u.slots.size()));
+      for (int64_t step : u.last_pushed_step) k->add_last_pushed_step(step);
+      out.payloads.push_back(ShareFloats(u.weights));
+      for (std::vector<float>& slot : u.slots) {
+        out.payloads.push_back(ShareFloats(std::make_shared<const std::vector<float>>(std::move(slot))));
+      }
     }
-    for (int64_t step : u.last_pushed_step) k->add_last_pushed_step(step);
   }
-  return req;
+  return out;
+}
+
+// One Replicate call, waited for.
+grpc::Status CallRaw(grpc::GenericStub& stub, grpc::ClientContext* ctx, grpc::ByteBuffer* request) {
+  grpc::ByteBuffer response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(ctx, kRawReplicateMethod, grpc::StubOptions(), request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return status;
 }
 
 }  // namespace
@@ -92,7 +120,7 @@ void GrpcReplicaLink::Run(int to) {
         args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
         args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
         args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
-        peer->stub = wire::ParameterService::NewStub(grpc::CreateCustomChannel(addresses_[to], credentials_, args));
+        peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(addresses_[to], credentials_, args));
       }
       for (Item& item : peer->queue) items.push_back(std::move(item));
       peer->queue.clear();
@@ -102,18 +130,17 @@ void GrpcReplicaLink::Run(int to) {
   }
 }
 
-absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, const std::vector<Item>& items) {
-  // One request: the items in order (a later update of a key supersedes an earlier one there).
-  std::vector<ReplicaUpdate> all;
-  for (const Item& item : items) all.insert(all.end(), item.updates.begin(), item.updates.end());
-  const wire::ReplicateRequest req = RequestOf(items.front().from, all);
+absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& items) {
+  // One request: the items in order.
+  const RawReplicate frame = FrameOf(items);
+  const int keys = frame.header.keys_size();
   const absl::Time first = absl::Now();
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.attempt_timeout));
     if (!options_.auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
-    wire::ReplicateResponse resp;
-    const absl::Status status = FromGrpcStatus(peer.stub->Replicate(&ctx, req, &resp));
+    grpc::ByteBuffer request = EncodeFrame(frame.header, frame.payloads);
+    const absl::Status status = FromGrpcStatus(CallRaw(*peer.stub, &ctx, &request));
     if (status.ok() || !(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))) return status;
     const absl::Duration waited = absl::Now() - first;
     // A refused or reset connection is a dead process (kill -9), not a slow one.
@@ -127,7 +154,7 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, const std::vector<Item
     // in flight while this process itself was paused (SIGSTOP, a stalled
     // VM), and a deadline that passed then says nothing about the peer.
     if (gone || (waited >= options_.failover_timeout && attempt >= 2)) {
-      return absl::UnavailableError(absl::StrCat("server ", to, " did not take ", all.size(), " updated keys in ",
+      return absl::UnavailableError(absl::StrCat("server ", to, " did not take ", keys, " updated keys in ",
                                                  attempt, " attempts over ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(10))),
                                                  " (--server_timeout_for_failover ",
                                                  absl::FormatDuration(options_.failover_timeout), "): ",

@@ -1,5 +1,6 @@
 // ReplicaLink over gRPC (server/replica_link.h): a primary's updates go to
-// the next copy as Replicate calls (proto/shardps.proto), one sender thread
+// the next copy as raw-framed Replicate calls (proto/shardps.proto: the
+// weights and slots are not copied into the message), one sender thread
 // per destination, in order; what queues up while a call is out goes in the
 // next call. A destination that refuses or resets the connection (a dead
 // process) is reported UNAVAILABLE at once; one that does not answer
@@ -7,6 +8,7 @@
 #ifndef SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 #define SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
@@ -42,22 +44,25 @@ class GrpcReplicaLink final : public ReplicaLink {
   void SetPeers(const std::vector<std::string>& addresses) override;
   void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) override;
 
- private:
+ // What Send queued (public for the frame encoder in the .cc).
   struct Item {
     int from = 0;
     std::vector<ReplicaUpdate> updates;
     std::function<void(absl::Status)> done;
   };
+
+ private:
   struct Peer {
     std::deque<Item> queue;
-    std::unique_ptr<wire::ParameterService::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> stub;
     std::thread sender;
   };
   GrpcReplicaLink(const ReplicaLinkOptions& options, std::shared_ptr<grpc::ChannelCredentials> credentials)
       : options_(options), credentials_(std::move(credentials)) {}
   void Run(int to);
-  // One call with every item taken; retried as the class comment says.
-  absl::Status Deliver(Peer& peer, int to, const std::vector<Item>& items);
+  // One call with every item taken (their slots move into it); retried as
+  // the class comment says.
+  absl::Status Deliver(Peer& peer, int to, std::vector<Item>& items);
 
   const ReplicaLinkOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;

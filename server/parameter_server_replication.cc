@@ -8,7 +8,6 @@
 // and the workers push again what that version lacks; a server named failed
 // steps down.
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -137,7 +136,10 @@ void ParameterServerImpl::NoteFailedServers(ServerSet failed) {
 }
 
 void ParameterServerImpl::InstallReplica(KeyState& k, const ReplicaUpdate& u) {
-  k.UpdateWeights([&](const float*, float* to) { std::memcpy(to, u.weights->data(), u.weights->size() * 4); });
+  // The received buffer becomes the key's weights, not a copy of them: every
+  // write goes through UpdateWeights, which writes a buffer in place only
+  // when nothing else holds it (server/key_state.h).
+  k.weights = std::const_pointer_cast<std::vector<float>>(u.weights);
   k.slots = u.slots;
   k.version = u.version;
   k.replicated_version = u.version;

@@ -62,6 +62,61 @@ class PushReactor final : public UnaryReactor {
   int64_t step_ = -1, bytes_ = 0;
 };
 
+// The updates a raw Replicate frame carries: per key, raw_values weights and
+// raw_slots slots of as many values, copied once out of the received slices.
+// INVALID_ARGUMENT naming the fault for a frame that does not add up.
+absl::StatusOr<std::vector<ReplicaUpdate>> RawReplicaUpdates(const wire::ReplicateRequest& req, FrameReader& frame) {
+  constexpr int kMaxSlots = 8;  // Adam keeps 2; room to spare, but not a count that overflows
+  int64_t declared = 0;
+  for (const wire::ReplicaKey& k : req.keys()) {
+    const int64_t values = k.raw_values();
+    if (!k.weights().empty() || k.slots_size() != 0 || values < 0 || k.raw_slots() < 0 ||
+        k.raw_slots() > kMaxSlots || values > frame.remaining() / 4) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "raw replica key ", k.key().tensor(), "/", k.key().chunk(), " needs raw_values in [0, payload / 4], ",
+          "raw_slots in [0, ", kMaxSlots, "] and no weights or slots in the header"));
+    }
+    declared += values * 4 * (1 + k.raw_slots());
+  }
+  if (declared != frame.remaining()) {
+    return absl::InvalidArgumentError(absl::StrCat("raw replicate: keys declare ", declared,
+                                                   " payload bytes; the frame carries ", frame.remaining()));
+  }
+  std::vector<ReplicaUpdate> updates;
+  updates.reserve(req.keys_size());
+  for (const wire::ReplicaKey& k : req.keys()) {
+    const size_t values = static_cast<size_t>(k.raw_values());
+    auto weights = std::make_shared<std::vector<float>>(values);
+    frame.CopyNext(values * 4, reinterpret_cast<char*>(weights->data()));
+    ReplicaUpdate u{{k.key().tensor(), k.key().chunk()}, k.version(), std::move(weights), {}, {}};
+    for (int i = 0; i < k.raw_slots(); ++i) {
+      std::vector<float>& slot = u.slots.emplace_back(values);
+      frame.CopyNext(values * 4, reinterpret_cast<char*>(slot.data()));
+    }
+    u.last_pushed_step.assign(k.last_pushed_step().begin(), k.last_pushed_step().end());
+    updates.push_back(std::move(u));
+  }
+  return updates;
+}
+
+// A primary's keys for the backup, in the raw framing (server/grpc_replica_link.h).
+class ReplicateReactor final : public UnaryReactor {
+ public:
+  using UnaryReactor::UnaryReactor;
+
+ private:
+  void Handle() override {
+    wire::ReplicateRequest req;
+    absl::StatusOr<std::unique_ptr<FrameReader>> frame = FrameReader::Parse(request_, &req);
+    if (!frame.ok()) return Refuse(frame.status());
+    absl::StatusOr<std::vector<ReplicaUpdate>> updates = RawReplicaUpdates(req, **frame);
+    if (!updates.ok()) return Refuse(updates.status());
+    const absl::Status applied = core_->ApplyReplica(req.from_server(), *updates);  // counts its own refusals
+    if (!applied.ok()) return Reply(applied);
+    Reply(absl::OkStatus(), MessageBuffer(wire::ReplicateResponse()));
+  }
+};
+
 // A pulled chunk's weights as the answer's payload: shared as they are for
 // float32 (no copy), narrowed into a new buffer for bfloat16.
 SharedPayload Encode(std::shared_ptr<const std::vector<float>> weights, wire::DType dtype) {
@@ -143,6 +198,7 @@ grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerC
   UnaryReactor* r = nullptr;
   if (ctx->method() == kRawPushMethod) r = new PushReactor(ctx, core, trace);
   if (ctx->method() == kRawPullMethod) r = new PullReactor(ctx, core, trace);
+  if (ctx->method() == kRawReplicateMethod) r = new ReplicateReactor(ctx, core, trace);
   if (r != nullptr) r->Start();
   return r;
 }

@@ -1,5 +1,6 @@
-// The raw framing of Push and Pull (proto/shardps.proto, "The raw framing"):
-// requests' payloads are read straight from the received slices and pulled
+// The raw framing of Push, Pull and Replicate (proto/shardps.proto, "The raw
+// framing"): requests' payloads are read straight from the received slices
+// (a replica's copied once, into the buffers the backup installs) and pulled
 // weights are sent as slices that own the core's snapshot, so no payload
 // passes through a protobuf bytes field.
 #ifndef SHARDPS_SERVER_RAW_TENSOR_SERVICE_H_

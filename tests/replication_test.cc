@@ -9,7 +9,10 @@
 #include <memory>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include "common/metrics_http.h"
+#include "common/tensor_frame.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -238,6 +241,69 @@ TEST_CASE("replication: bad flags are refused with the reason", "[replication]")
   c = cluster.ClientFor(0);
   c.job.replicas = 4;
   CHECK(PsClient::Connect(c).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+// A raw Replicate call (common/tensor_frame.h) to server s.
+grpc::Status RawReplicate(const TestCluster& cluster, int s, const grpc::ByteBuffer& request) {
+  grpc::GenericStub stub(grpc::CreateChannel(cluster.Addresses()[s], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  grpc::ByteBuffer response;
+  auto call = stub.PrepareUnaryCall(&ctx, kRawReplicateMethod, request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  REQUIRE(cq.Next(&tag, &ok));
+  return status;
+}
+
+TEST_CASE("replication: a raw Replicate frame that does not add up is refused, a good one installed",
+          "[replication]") {
+  TestCluster cluster(ReplicatedOptions());
+  std::unique_ptr<PsClient> worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  const KeyMap map = *KeyMap::Build(SmallLayout(), kServers, kSmallPartitionBytes);
+  const ChunkInfo* of_server_0 = nullptr;  // server 1 backs it up
+  for (const ChunkInfo& c : map.chunks()) {
+    if (c.server == 0) of_server_0 = &c;
+  }
+  REQUIRE(of_server_0 != nullptr);
+  const int64_t n = of_server_0->length;
+  const std::string weights(n * 4, '\0'), slot(n * 4, '\0');
+  // A header for the key with `values` and `slots` declared.
+  auto header = [&](int64_t values, int slots) {
+    wire::ReplicateRequest req;
+    req.set_from_server(0);
+    wire::ReplicaKey* k = req.add_keys();
+    k->mutable_key()->set_tensor(of_server_0->key.tensor);
+    k->mutable_key()->set_chunk(of_server_0->key.chunk);
+    k->set_version(5);
+    k->set_raw_values(values);
+    k->set_raw_slots(slots);
+    return req;
+  };
+  const int64_t refused_before = cluster.core(1)->Stats().refused;
+  auto refused = [&](const grpc::ByteBuffer& frame, const char* why) {
+    const grpc::Status s = RawReplicate(cluster, 1, frame);
+    CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(s.error_message(), Catch::Contains(why));
+  };
+  refused(EncodeFrame(header(2 * n, 1), {weights, slot}), "the frame carries");  // more declared than sent
+  refused(EncodeFrame(header(n, 0), {weights, slot}), "the frame carries");      // more sent than declared
+  refused(EncodeFrame(header(-1, 1), {weights, slot}), "needs raw_values");
+  refused(EncodeFrame(header(n, 1000000), {weights, slot}), "raw_slots");
+  wire::ReplicateRequest inline_weights = header(n, 1);
+  inline_weights.mutable_keys(0)->set_weights(weights);
+  refused(EncodeFrame(inline_weights, {weights, slot}), "no weights or slots in the header");
+  const grpc::Slice junk("xy", 2);
+  refused(grpc::ByteBuffer(&junk, 1), "");
+  CHECK(cluster.core(1)->Stats().refused == refused_before + 6);
+  CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
+  // A frame that adds up (weights and the momentum slot) is installed.
+  REQUIRE(RawReplicate(cluster, 1, EncodeFrame(header(n, 1), {weights, slot})).ok());
+  CHECK(cluster.core(1)->Stats().replica_keys_installed == 1);
 }
 
 }  // namespace
