@@ -2,9 +2,11 @@
 // common/replica_map.h): which servers have failed, which connection serves
 // a failed server's keys, and the sync pushes to push again there.
 //
-// A server is taken for failed when a transfer to it is refused or reset
-// (kill -9), when it has not answered for --server_timeout_for_failover, or
-// when any server's answer says so (trailing metadata). Every request then
+// A server is taken for failed when a transfer to it is refused, reset or
+// closed (kill -9: common/grpc_status.h, PeerProcessGone), when it has not
+// answered for --server_timeout_for_failover (a connection not set up in
+// time among it), or when any server's answer says so (trailing metadata).
+// Every request then
 // carries the failed set (request metadata), and a server that learns of a
 // failure serves the keys it backs up for it (server/parameter_server.h).
 // Calls to a failed server go to the next live server of its chain.

@@ -153,10 +153,11 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
   const absl::Time now = clock_->Now();
   if (call->first_failure == absl::InfiniteFuture()) call->first_failure = now;
   const absl::Duration waited = now - call->first_failure;
-  // Replication: a refused or reset connection (kill -9), or silence past
-  // the failover timeout, and the backup serves this server's keys.
+  // Replication: a refused, reset or closed connection (kill -9), or
+  // silence past the failover timeout (a connection not set up in time
+  // among it), and the backup serves this server's keys.
   if (failover_ != nullptr && failover_->armed() && call->spec.fails_over &&
-      (absl::IsUnavailable(status) || waited >= failover_->timeout())) {
+      (PeerProcessGone(status) || waited >= failover_->timeout())) {
     TakeForFailed(absl::StrCat("a ", call->spec.what, ": ", status.message()));
     if (Redirect(call)) return;
   }

@@ -189,10 +189,11 @@ int Run(ShutdownSignal& signal) {
   // host's core goes (its callbacks call into the core).
   std::unique_ptr<GrpcReplicaLink> link;
   if (options->job.replicas > 1) {
-    absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = GrpcReplicaLink::Create(ReplicaLinkOptions{
-        absl::GetFlag(FLAGS_server_timeout_for_failover), absl::GetFlag(FLAGS_server_timeout_for_failover) / 2, tls,
-        *token,
-        absl::GetFlag(FLAGS_max_message_bytes)});
+    ReplicaLinkOptions link_options{absl::GetFlag(FLAGS_server_timeout_for_failover),
+                                    absl::GetFlag(FLAGS_server_timeout_for_failover) / 2, tls, *token,
+                                    absl::GetFlag(FLAGS_max_message_bytes)};
+    link_options.forward_order = options->job.mode == Mode::kSync;
+    absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = GrpcReplicaLink::Create(link_options);
     if (!made.ok()) {
       spdlog::critical("cannot start: {}", std::string(made.status().message()));
       return 1;
