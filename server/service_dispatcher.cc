@@ -37,7 +37,11 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
         ctx->method(), " from ", ctx->peer(), " refused: it does not carry the job token (--auth_token_file)")));
     return new RefusingReactor(ctx, core_->incarnation(), refused);
   }
-  if (push_connections_ != nullptr && ctx->method() == kRawPushMethod) push_connections_->Mark(ctx->peer());
+  // A primary's Replicate calls too: the pulls of the step wait for their
+  // answers, which must not queue behind this server's bulk answers.
+  if (push_connections_ != nullptr && (ctx->method() == kRawPushMethod || ctx->method() == kRawReplicateMethod)) {
+    push_connections_->Mark(ctx->peer());
+  }
   // Replication: the servers this worker knows to have failed.
   if (auto it = ctx->client_metadata().find(kFailedServersKey); it != ctx->client_metadata().end()) {
     if (std::optional<uint64_t> bits = ParseFailedServers(absl::string_view(it->second.data(), it->second.size()))) {

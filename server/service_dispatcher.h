@@ -3,8 +3,9 @@
 // framing of Push and Pull (server/raw_tensor_service.h). Any other method
 // is UNIMPLEMENTED, naming it. With a job token, a call that does not carry
 // it (common/security.h) is UNAUTHENTICATED, counted and logged, whatever
-// its method. With a push priority, the connection a push arrives on gets
-// it (common/connection_priority.h), once per connection. Thread-safe.
+// its method. With a push priority, the connection a push or a primary's
+// Replicate arrives on gets it (common/connection_priority.h), once per
+// connection. Thread-safe.
 #ifndef SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 #define SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 

@@ -176,6 +176,23 @@ TEST_CASE("a server's connections are bulk traffic, but for the one pushes take;
   }
 }
 
+TEST_CASE("a backup lifts the connection its primary's updates come on out of the bulk band", "[tcp_congestion]") {
+  // Sync pulls wait for the backup's answers: they must not queue behind its bulk answers to workers.
+  ServerOptions o = SyncOptions(2, 1);
+  o.job.replicas = 2;
+  TestCluster cluster(o, HostOptions());
+  ClientOptions options = cluster.ClientFor(0);
+  options.channels_per_server = 2;
+  auto worker = cluster.Worker(options);
+  REQUIRE(TrainOnes(*worker, 2).ok());
+  const Sockets s = ConnectionsOf(cluster.host(1)->port());
+  worker->Shutdown();
+  // Server 1's connections: the worker's two channels and server 0's replica link.
+  REQUIRE(s.accepted.size() == 3);
+  CHECK(CountAt(s.accepted, kMachineSocketPriority) == 2);  // the pushes' and the link's
+  CHECK(CountAt(s.accepted, kBulkSocketPriority) == 1);
+}
+
 TEST_CASE("a socket priority that cannot be set is refused at start, saying what can", "[tcp_congestion]") {
   CHECK(CheckSocketPriority(kKeepSocketPriority).ok());
   CHECK(CheckSocketPriority(0).ok());
