@@ -55,9 +55,7 @@ std::pair<int64_t, uint32_t> UrgencyOf(const GrpcReplicaLink::Item& item) {
 
 int64_t BytesOf(const GrpcReplicaLink::Item& item) {
   int64_t bytes = 0;
-  for (const ReplicaUpdate& u : item.updates) {
-    bytes += static_cast<int64_t>(u.weights->size()) * 4 * (1 + static_cast<int64_t>(u.slots.size()));
-  }
+  for (const ReplicaUpdate& u : item.updates) bytes += u.Bytes();
   return bytes;
 }
 

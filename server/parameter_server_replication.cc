@@ -70,7 +70,7 @@ void ParameterServerImpl::FlushReplicas() {
     int64_t bytes = 0;
     for (const ReplicaUpdate& u : group) {
       sent.push_back(ReplicaUpdate{u.key, u.version, u.weights, {}, {}});
-      bytes += static_cast<int64_t>(u.weights->size()) * 4 * (1 + static_cast<int64_t>(u.slots.size()));
+      bytes += u.Bytes();
     }
     replica_keys_sent_.fetch_add(static_cast<int64_t>(group.size()));
     replica_bytes_sent_.fetch_add(bytes);

@@ -28,6 +28,11 @@ struct ReplicaUpdate {
   // Per worker rank, the last step whose push the state includes (a push
   // of that step or earlier, sent again after a failover, is a duplicate).
   std::vector<int64_t> last_pushed_step;
+
+  // Bytes of values it carries: weights and every slot.
+  int64_t Bytes() const {
+    return static_cast<int64_t>(weights->size()) * 4 * (1 + static_cast<int64_t>(slots.size()));
+  }
 };
 
 class ReplicaLink {
