@@ -127,10 +127,16 @@ absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank,
     if (slots[static_cast<size_t>(rank)].has_value()) return wire::PUSH_DUPLICATE;
     slots[static_cast<size_t>(rank)] = TableState::RowGrads{std::move(ids), std::move(grads)};
     t.last_pushed[rank] = std::max(t.last_pushed[rank], step);
-    while (CompleteIfReady(t)) completed = true;
+    completed = CompleteReadySteps(t);
   }
   if (completed) WakeReady();
   return completed ? wire::PUSH_APPLIED : wire::PUSH_BUFFERED;
+}
+
+bool SparseStore::CompleteReadySteps(TableState& t) {
+  bool any = false;
+  while (CompleteIfReady(t)) any = true;
+  return any;
 }
 
 bool SparseStore::CompleteIfReady(TableState& t) {
@@ -261,8 +267,7 @@ void SparseStore::Tick(absl::Time now) {
     absl::MutexLock lock(&install_mu_);
     for (auto& t : tables_) {
       absl::MutexLock table_lock(&t->mu);
-      while (CompleteIfReady(*t)) {
-      }
+      CompleteReadySteps(*t);
     }
   }
   EvictExpired();

@@ -141,8 +141,11 @@ class SparseStore {
   absl::StatusOr<std::vector<float>> DecodeRows(const TableState& t, size_t n, const RowPayload& p) const;
   absl::StatusOr<wire::PushOutcome> PushSync(TableState& t, int rank, int64_t step, std::vector<int64_t> ids,
                                              std::vector<float> grads);
-  // Applies the pending step when every required rank has pushed.
-  // REQUIRES: t.mu held.
+  // Applies the table's pending steps, in order, while every required rank
+  // has pushed the next one (pushes may have come for steps ahead); true if
+  // it applied any. REQUIRES: t.mu held.
+  bool CompleteReadySteps(TableState& t);
+  // The same for the table's current step alone.
   bool CompleteIfReady(TableState& t);
   bool Ready(const WaitingPull& pull) const;
   static TableSnapshot Snapshot(TableState& t);
