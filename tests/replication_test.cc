@@ -37,6 +37,28 @@ JobView JobOfSmallLayout() {
   return v;
 }
 
+// The last key of SmallLayout() whose primary is server `s` (server s + 1 backs it up).
+ChunkInfo KeyOfServer(int s) {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), kServers, kSmallPartitionBytes);
+  const ChunkInfo* found = nullptr;
+  for (const ChunkInfo& c : map.chunks()) {
+    if (c.server == s) found = &c;
+  }
+  REQUIRE(found != nullptr);
+  return *found;
+}
+
+// A Replicate request from server 0 naming `key` at version 5, its values still to set.
+wire::ReplicateRequest OneKeyRequest(const ChunkKey& key) {
+  wire::ReplicateRequest req;
+  req.set_from_server(0);
+  wire::ReplicaKey* k = req.add_keys();
+  k->mutable_key()->set_tensor(key.tensor);
+  k->mutable_key()->set_chunk(key.chunk);
+  k->set_version(5);
+  return req;
+}
+
 // Rank r's gradient at `step`: values whose float sums depend on their order.
 std::vector<std::vector<float>> GradientOf(int rank, int64_t step) {
   auto g = Zeros(SmallLayout());
@@ -133,14 +155,9 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
   // Server 1 backs up server 0's keys: a push to it is refused, naming both.
   absl::StatusOr<Registration> reg = cluster.core(1)->Register(0, JobOfSmallLayout(), std::nullopt);
   REQUIRE(reg.ok());
-  const KeyMap map = *KeyMap::Build(SmallLayout(), kServers, kSmallPartitionBytes);
-  const ChunkInfo* of_server_0 = nullptr;
-  for (const ChunkInfo& c : map.chunks()) {
-    if (c.server == 0) of_server_0 = &c;
-  }
-  REQUIRE(of_server_0 != nullptr);
-  std::vector<float> g(of_server_0->length, 1.0f);
-  ChunkPayload chunk{of_server_0->key, wire::DTYPE_FLOAT32,
+  const ChunkInfo of_server_0 = KeyOfServer(0);
+  std::vector<float> g(of_server_0.length, 1.0f);
+  ChunkPayload chunk{of_server_0.key, wire::DTYPE_FLOAT32,
                      {absl::string_view(reinterpret_cast<const char*>(g.data()), g.size() * 4)}};
   auto refused = cluster.core(1)->Push(reg->session_id, 0, {chunk});
   REQUIRE(refused.status().code() == absl::StatusCode::kFailedPrecondition);
@@ -162,7 +179,7 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
     REQUIRE(stepped_down.status().code() == absl::StatusCode::kUnavailable);
     CHECK_THAT(std::string(stepped_down.status().message()), Catch::Contains("stepped down"));
     cluster.core(1)->NoteFailedServers(failed);
-    ReplicaUpdate u{of_server_0->key, 5, std::make_shared<const std::vector<float>>(g),
+    ReplicaUpdate u{of_server_0.key, 5, std::make_shared<const std::vector<float>>(g),
                     {std::vector<float>(g.size(), 0.0f)}};
     absl::Status taken_over = cluster.core(1)->ApplyReplica(0, {u});
     REQUIRE(taken_over.code() == absl::StatusCode::kFailedPrecondition);
@@ -174,24 +191,19 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
                            std::vector<std::vector<float>>(slots, std::vector<float>(length, 0.0f))};
     };
     const int64_t refused_before = cluster.core(1)->Stats().refused;
-    absl::Status s = cluster.core(1)->ApplyReplica(0, {update(of_server_0->key, g.size() + 1, 1)});
+    absl::Status s = cluster.core(1)->ApplyReplica(0, {update(of_server_0.key, g.size() + 1, 1)});
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(s.message()), Catch::Contains("wrong size"));
-    s = cluster.core(1)->ApplyReplica(0, {update(of_server_0->key, g.size(), 0)});  // momentum has a slot
+    s = cluster.core(1)->ApplyReplica(0, {update(of_server_0.key, g.size(), 0)});  // momentum has a slot
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    s = cluster.core(1)->ApplyReplica(2, {update(of_server_0->key, g.size(), 1)});
+    s = cluster.core(1)->ApplyReplica(2, {update(of_server_0.key, g.size(), 1)});
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(s.message()), Catch::Contains("which it does not serve"));
     s = cluster.core(1)->ApplyReplica(0, {update(ChunkKey{9, 0}, g.size(), 1)});
     CHECK(s.code() == absl::StatusCode::kNotFound);
     // Over the wire: weights that are not whole floats.
-    wire::ReplicateRequest req;
-    req.set_from_server(0);
-    wire::ReplicaKey* k = req.add_keys();
-    k->mutable_key()->set_tensor(of_server_0->key.tensor);
-    k->mutable_key()->set_chunk(of_server_0->key.chunk);
-    k->set_version(5);
-    k->set_weights("12345");
+    wire::ReplicateRequest req = OneKeyRequest(of_server_0.key);
+    req.mutable_keys(0)->set_weights("12345");
     grpc::ClientContext ctx;
     wire::ReplicateResponse resp;
     const grpc::Status wire_status = cluster.RawStub(1)->Replicate(&ctx, req, &resp);
@@ -199,7 +211,7 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
     CHECK_THAT(wire_status.error_message(), Catch::Contains("not a multiple of 4"));
     CHECK(cluster.core(1)->Stats().refused == refused_before + 5);
     CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
-    CHECK(cluster.core(1)->ApplyReplica(0, {update(of_server_0->key, g.size(), 1)}).ok());
+    CHECK(cluster.core(1)->ApplyReplica(0, {update(of_server_0.key, g.size(), 1)}).ok());
     CHECK(cluster.core(1)->Stats().replica_keys_installed == 1);
   }
 }
@@ -264,24 +276,14 @@ TEST_CASE("replication: a raw Replicate frame that does not add up is refused, a
   TestCluster cluster(ReplicatedOptions());
   std::unique_ptr<PsClient> worker = cluster.Worker(0);
   REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
-  const KeyMap map = *KeyMap::Build(SmallLayout(), kServers, kSmallPartitionBytes);
-  const ChunkInfo* of_server_0 = nullptr;  // server 1 backs it up
-  for (const ChunkInfo& c : map.chunks()) {
-    if (c.server == 0) of_server_0 = &c;
-  }
-  REQUIRE(of_server_0 != nullptr);
-  const int64_t n = of_server_0->length;
+  const ChunkInfo of_server_0 = KeyOfServer(0);  // server 1 backs it up
+  const int64_t n = of_server_0.length;
   const std::string weights(n * 4, '\0'), slot(n * 4, '\0');
   // A header for the key with `values` and `slots` declared.
   auto header = [&](int64_t values, int slots) {
-    wire::ReplicateRequest req;
-    req.set_from_server(0);
-    wire::ReplicaKey* k = req.add_keys();
-    k->mutable_key()->set_tensor(of_server_0->key.tensor);
-    k->mutable_key()->set_chunk(of_server_0->key.chunk);
-    k->set_version(5);
-    k->set_raw_values(values);
-    k->set_raw_slots(slots);
+    wire::ReplicateRequest req = OneKeyRequest(of_server_0.key);
+    req.mutable_keys(0)->set_raw_values(values);
+    req.mutable_keys(0)->set_raw_slots(slots);
     return req;
   };
   const int64_t refused_before = cluster.core(1)->Stats().refused;
