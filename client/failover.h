@@ -6,9 +6,9 @@
 // closed (kill -9: common/grpc_status.h, PeerProcessGone), when it has not
 // answered for --server_timeout_for_failover (a connection not set up in
 // time among it), or when any server's answer says so (trailing metadata).
-// Every request then
-// carries the failed set (request metadata), and a server that learns of a
-// failure serves the keys it backs up for it (server/parameter_server.h).
+// Every request then carries the failed set (request metadata), and a server
+// that learns of a failure serves the keys it backs up for it
+// (server/parameter_server.h).
 // Calls to a failed server go to the next live server of its chain.
 //
 // A push that the failed server acknowledged may not have reached its

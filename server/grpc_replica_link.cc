@@ -172,7 +172,7 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
     const absl::Status status = FromGrpcStatus(CallRaw(*peer.stub, &ctx, &request));
     if (status.ok() || !(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))) return status;
     const absl::Duration waited = absl::Now() - first;
-    // A refused or reset connection is a dead process (kill -9), not a slow one.
+    // A refused, reset or closed connection is a dead process (kill -9), not a slow one.
     const bool gone = PeerProcessGone(status);
     {
       absl::MutexLock lock(&mu_);
