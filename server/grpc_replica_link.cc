@@ -1,8 +1,6 @@
 #include "server/grpc_replica_link.h"
 
 #include <algorithm>
-#include <limits>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -43,20 +41,6 @@ RawReplicate FrameOf(std::vector<GrpcReplicaLink::Item>& items) {
     }
   }
   return out;
-}
-
-// An item's place in line in sync: its oldest step (a key's version counts
-// its steps), then its earliest tensor.
-std::pair<int64_t, uint32_t> UrgencyOf(const GrpcReplicaLink::Item& item) {
-  std::pair<int64_t, uint32_t> most{std::numeric_limits<int64_t>::max(), 0};
-  for (const ReplicaUpdate& u : item.updates) most = std::min(most, std::make_pair(u.version, u.key.tensor));
-  return most;
-}
-
-int64_t BytesOf(const GrpcReplicaLink::Item& item) {
-  int64_t bytes = 0;
-  for (const ReplicaUpdate& u : item.updates) bytes += u.Bytes();
-  return bytes;
 }
 
 // One Replicate call, waited for.
@@ -137,25 +121,11 @@ void GrpcReplicaLink::Run(int to) {
         args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
         peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(addresses_[to], credentials_, args));
       }
-      TakeBatch(*peer, items);
+      for (Item& item : peer->queue) items.push_back(std::move(item));
+      peer->queue.clear();
     }
     const absl::Status status = Deliver(*peer, to, items);
     for (Item& item : items) item.done(status);
-  }
-}
-
-void GrpcReplicaLink::TakeBatch(Peer& peer, std::vector<Item>& items) const {
-  if (options_.forward_order) {
-    std::stable_sort(peer.queue.begin(), peer.queue.end(),
-                     [](const Item& a, const Item& b) { return UrgencyOf(a) < UrgencyOf(b); });
-  }
-  int64_t bytes = 0;
-  while (!peer.queue.empty()) {
-    const int64_t next = BytesOf(peer.queue.front());
-    if (!items.empty() && bytes + next > options_.batch_bytes) break;
-    bytes += next;
-    items.push_back(std::move(peer.queue.front()));
-    peer.queue.pop_front();
   }
 }
 

@@ -1,8 +1,8 @@
 // ReplicaLink over gRPC (server/replica_link.h): a primary's updates go to
 // the next copy as raw-framed Replicate calls (proto/shardps.proto: the
 // weights and slots are not copied into the message), one sender thread
-// per destination; what queues up while a call is out goes in the next
-// calls, the most urgent first in sync (ReplicaLinkOptions). A destination that refuses or resets the connection (a dead
+// per destination, in order; what queues up while a call is out goes in the
+// next call. A destination that refuses or resets the connection (a dead
 // process) is reported UNAVAILABLE at once; one that does not answer
 // (deadlines) is retried for failover_timeout first.
 #ifndef SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
@@ -32,13 +32,6 @@ struct ReplicaLinkOptions {
   TlsFiles tls;            // as the server's own: TLS to peers with `ca`
   std::string auth_token;  // the job token, sent to peers
   int64_t max_message_bytes = 256 << 20;
-  // Sync: the most urgent updates first, the oldest step and then the
-  // earliest tensor (the keys the next forward pass pulls first, whose pulls
-  // wait for the backup's acknowledgement); else as queued.
-  bool forward_order = false;
-  // What one call carries at most (one item at least), so that an urgent
-  // update queued behind others waits for at most one call.
-  int64_t batch_bytes = 256 << 10;
 };
 
 class GrpcReplicaLink final : public ReplicaLink {
@@ -67,8 +60,6 @@ class GrpcReplicaLink final : public ReplicaLink {
   GrpcReplicaLink(const ReplicaLinkOptions& options, std::shared_ptr<grpc::ChannelCredentials> credentials)
       : options_(options), credentials_(std::move(credentials)) {}
   void Run(int to);
-  // Moves the most urgent of the queue into `items`, up to batch_bytes.
-  void TakeBatch(Peer& peer, std::vector<Item>& items) const;
   // One call with every item taken (their slots move into it); retried as
   // the class comment says.
   absl::Status Deliver(Peer& peer, int to, std::vector<Item>& items);

@@ -192,7 +192,6 @@ int Run(ShutdownSignal& signal) {
     ReplicaLinkOptions link_options{absl::GetFlag(FLAGS_server_timeout_for_failover),
                                     absl::GetFlag(FLAGS_server_timeout_for_failover) / 2, tls, *token,
                                     absl::GetFlag(FLAGS_max_message_bytes)};
-    link_options.forward_order = options->job.mode == Mode::kSync;
     absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = GrpcReplicaLink::Create(link_options);
     if (!made.ok()) {
       spdlog::critical("cannot start: {}", std::string(made.status().message()));

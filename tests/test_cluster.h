@@ -126,10 +126,7 @@ class TestCluster {
     ServerOptions o = options_;
     o.server_id = s;
     if (o.job.replicas > 1) {
-      ReplicaLinkOptions link{absl::Milliseconds(500)};
-      link.forward_order = o.job.mode == Mode::kSync;  // as ps_server sets it
-      link.batch_bytes = 256;  // a few keys a call: the order matters in these small layouts too
-      links_[s] = *GrpcReplicaLink::Create(link);
+      links_[s] = *GrpcReplicaLink::Create(ReplicaLinkOptions{absl::Milliseconds(500)});
       o.replica_link = links_[s].get();
     }
     auto core = ParameterServer::Create(o, clock_);
