@@ -173,11 +173,12 @@ class Worker:
             self._pulls[n] = self.client.pull_async(self.step, {n: self._weights[n]})
 
     def _await_init(self):
+        # Every tensor, not one: rank 0 initialises each server by its own
+        # call, so one server may be ready while another is not yet.
         deadline = time.monotonic() + self.init_timeout
-        name = self.params[0][0]
         while True:
             try:
-                self.client.pull(self.step, {name: self._weights[name]})
+                self.client.pull(self.step, {n: self._weights[n] for n, _ in self.params})
                 return
             except RejoinError:
                 raise
