@@ -58,7 +58,12 @@ class Worker:
             raise ValueError("the model has no dense parameters that require gradients")
         self.client = self.job.connect([(n, tuple(p.shape)) for n, p in self.params],
                                        [table_of(n, m, self.job) for n, m in sparse])
-        self.tables = SparseTables(sparse, self.client)
+        # async and ssp: a row pull leaves once this worker's last row pushes
+        # are applied, as dense pulls do (read-your-writes), unless the job
+        # trades that for overlap (--async_prefetch).
+        mode = self.job.flag("mode", str, "sync")
+        self.tables = SparseTables(sparse, self.client, read_your_writes=mode != "sync" and
+                                   not self.job.flag("async_prefetch", bool, False))
         self.step = None
         self.init_timeout = init_timeout
         self._weights = {n: _host_buffer(p) for n, p in self.params}

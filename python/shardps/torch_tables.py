@@ -66,8 +66,12 @@ class SparseTables:
     """The worker's side of its model's sparse modules: pulls before
     forward, pushes at the step's end."""
 
-    def __init__(self, modules, client):
+    def __init__(self, modules, client, read_your_writes=False):
         self.modules, self.client = modules, client
+        # Whether a pull first waits for the last step's pushes to be
+        # acknowledged (applied): async and ssp, where the server answers a
+        # pull at once and could otherwise read rows without them.
+        self.read_your_writes = read_your_writes
         self.batch = {}   # table index -> (distinct ids, the tensor their gradient lands in)
         self.pushes = []
         self.prefetched = {}  # table index -> (ids, distinct ids, inverse, rows, the pull in flight)
@@ -83,6 +87,7 @@ class SparseTables:
         its next forward will see}. Each forward then waits for its own pull
         instead of making one, so the tables' round trips overlap."""
         index = {id(m): t for t, (_, m) in enumerate(self.modules)}
+        self._await_own_pushes()
         for module, ids in ids_by_module.items():
             t = index.get(id(module))
             if t is None:
@@ -110,6 +115,7 @@ class SparseTables:
             quietly(got[4])
         unique, inverse = torch.unique(ids, return_inverse=True)
         rows = torch.empty((unique.numel(), dim), dtype=torch.float32)
+        self._await_own_pushes()
         self._pull_rows(step, t, unique, rows)
         return unique, inverse, rows
 
@@ -170,6 +176,10 @@ class SparseTables:
             grad = grad.coalesce()
             return grad.indices()[0].to("cpu"), grad.values().detach().to("cpu", torch.float32).reshape(-1, dim)
         return unique, grad.detach()[unique.to(grad.device)].to("cpu", torch.float32)
+
+    def _await_own_pushes(self):
+        if self.read_your_writes and self.pushes:
+            self.wait()
 
     def wait(self, rejoin=True):
         pushes, self.pushes = self.pushes, []
