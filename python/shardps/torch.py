@@ -64,6 +64,7 @@ class Worker:
         mode = self.job.flag("mode", str, "sync")
         self.tables = SparseTables(sparse, self.client, read_your_writes=mode != "sync" and
                                    not self.job.flag("async_prefetch", bool, False))
+        self.tables.on_rejoin = self._line_up
         self.step = None
         self.init_timeout = init_timeout
         self._weights = {n: _host_buffer(p) for n, p in self.params}

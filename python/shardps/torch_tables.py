@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from shardps._lib import ShardpsError
+from shardps._lib import RejoinError, ShardpsError
 from shardps.client import Table
 
 
@@ -72,6 +72,7 @@ class SparseTables:
         # acknowledged (applied): async and ssp, where the server answers a
         # pull at once and could otherwise read rows without them.
         self.read_your_writes = read_your_writes
+        self.on_rejoin = None  # called with the step a rejoin continues at
         self.batch = {}   # table index -> (distinct ids, the tensor their gradient lands in)
         self.pushes = []
         self.prefetched = {}  # table index -> (ids, distinct ids, inverse, rows, the pull in flight)
@@ -182,9 +183,19 @@ class SparseTables:
             self.wait()
 
     def wait(self, rejoin=True):
+        """Waits for the row pushes in flight. A RejoinError first lets the
+        calls after it finish and calls on_rejoin(step) (the Worker lines
+        itself up, as for its dense calls), then rises."""
         pushes, self.pushes = self.pushes, []
-        for call in pushes:
-            call.wait(rejoin=rejoin)
+        for i, call in enumerate(pushes):
+            try:
+                call.wait(rejoin=rejoin)
+            except RejoinError as e:
+                for rest in pushes[i + 1:]:
+                    quietly(rest)
+                if self.on_rejoin is not None:
+                    self.on_rejoin(e.step)
+                raise
 
     def drop(self):
         self.batch.clear()

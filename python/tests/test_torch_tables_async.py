@@ -1,7 +1,8 @@
 """Sparse tables in async mode through shardps.torch, with a real ps_server:
 a worker's row pulls leave only once its row pushes of the step before are
 applied (read-your-writes, as its dense pulls), so one async worker trains
-exactly as local SGD does; with --async_prefetch it does not wait."""
+exactly as local SGD does; with --async_prefetch it does not wait. A
+rejoin met while waiting for those pushes lines the worker up at its step."""
 import unittest
 
 import support
@@ -91,10 +92,13 @@ class AsyncTablesTest(unittest.TestCase):
         self.server.close()
         support.os.unlink(self.flagfile.name)
 
-    def train(self, steps, *flags):
+    def write_flags(self, *flags):
         with open(self.flagfile.name, "w") as f:
             f.write("--mode=async\n--server_timeout=30s\n--row_optimizer=sgd\n--row_lr=%g\n--row_init_scale=0\n%s"
                     % (LR, "".join(flag + "\n" for flag in flags)))
+
+    def train(self, steps, *flags):
+        self.write_flags(*flags)
         model = Model()
         worker = shardps.torch.Worker(model, shardps.Job(self.server.address, 0, 1, self.flagfile.name))
         recording = Recording(worker.client)
@@ -127,6 +131,33 @@ class AsyncTablesTest(unittest.TestCase):
         self.assertGreater(rows[:2].abs().sum().item(), 0)
         self.assertTrue(torch.allclose(rows, ref.emb.weight, atol=1e-6), (rows, ref.emb.weight))
         self.assertTrue(torch.allclose(model.top.weight, ref.top.weight, atol=1e-6))
+
+    def test_a_rejoin_met_waiting_for_row_pushes_lines_the_worker_up(self):
+        self.write_flags()
+        model = Model()
+        worker = shardps.torch.Worker(model, shardps.Job(self.server.address, 0, 1, self.flagfile.name))
+        step = worker.start()
+        for _ in range(2):
+            ids, y = batch(step)
+            loss_of(model, ids, y).backward()
+            step = worker.step_done()
+        self.assertEqual(step, 2)
+
+        class Rejoining:  # as a push's wait answers when the job rewound to step 1
+            def wait(self, rejoin=True):
+                raise shardps.RejoinError("the job rewound", 1)
+        worker.tables.pushes.insert(0, Rejoining())
+        ids, y = batch(step)
+        with self.assertRaises(shardps.RejoinError):
+            worker.prefetch_rows({model.emb: ids})
+        self.assertEqual((worker.step, worker.tables.pushes, worker.tables.prefetched), (1, [], {}))
+        step = worker.step
+        while step < 4:  # and training goes on from there
+            ids, y = batch(step)
+            worker.prefetch_rows({model.emb: ids})
+            loss_of(model, ids, y).backward()
+            step = worker.step_done()
+        worker.close()
 
     def test_with_async_prefetch_row_pulls_do_not_wait_for_the_pushes(self):
         _, _, recording = self.train(3, "--async_prefetch")
