@@ -27,7 +27,6 @@ and, with gnuplot, OUT/scaling_model.png. Progress goes to stderr. About 100 s o
 """
 import argparse
 import csv
-import heapq
 import math
 import os
 import subprocess
@@ -38,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedule_bound as sb  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-EPS, OVERHEAD = 1e-9, 0.05
+OVERHEAD = 0.05
 CPU_BOUND_PCT = 60
 # (file under bench/results, link Mbit/s, compute ms, label): bench/scaling --netns, sync rows
 MEASURED = [("scaling_netns_scaled_chunks.csv", 100, 1900, "x10"),
@@ -77,30 +76,24 @@ def emulated():
 LAYOUTS = [("ResNet-50", resnet50), ("BERT-large", bert_large)]
 
 
-class Host:
-    """One host of the symmetric job. Transfers: id -> [bytes left, priority, done]."""
+class Host(sb.Fluid):
+    """One host of the symmetric job: its transfers all leave on its link (source 0, destination 1;
+    none when it holds everything, N = 1)."""
 
     def __init__(self, n, layout, link, compute, alpha, steps):
+        super().__init__()
         sizes, weights = layout
         self.n, self.link, self.alpha, self.steps = n, link, alpha, steps
         self.bytes = [s * (n - 1) / n for s in sizes]
         self.share = [compute * w / sum(weights) for w in weights]
-        self.compute, self.now, self.seq, self.flows, self.events = compute, 0.0, 0, {}, []
+        self.compute = compute
         self.pulled, self.waiting, self.step_start = set(), {}, {}
 
-    def at(self, t, fn):
-        self.seq += 1
-        heapq.heappush(self.events, (t, self.seq, fn))
-
-    def transfer(self, nbytes, priority, done):
-        if nbytes <= 0:
-            done()
-            return
-        self.seq += 1
-        self.flows[self.seq] = [nbytes, priority, done]
+    def send(self, nbytes, priority, done):
+        self.transfer(0, 0 if nbytes <= 0 else 1, nbytes, priority, done)
 
     def pushed(self, step, b):  # every host's push of b arrived: the answers leave
-        self.transfer(self.bytes[b], (step + 1, b, 1), lambda: self.pull_arrived(step + 1, b))
+        self.send(self.bytes[b], (step + 1, b, 1), lambda: self.pull_arrived(step + 1, b))
 
     def pull_arrived(self, step, b):
         self.pulled.add((step, b))
@@ -124,7 +117,7 @@ class Host:
 
     def backward(self, step, b):
         def push():
-            self.transfer(self.bytes[b], (step + 1, b, 0), lambda: self.pushed(step, b))
+            self.send(self.bytes[b], (step + 1, b, 0), lambda: self.pushed(step, b))
             if b > 0:
                 self.backward(step, b - 1)
             elif step + 1 < self.steps:
@@ -135,24 +128,13 @@ class Host:
     def rates(self):
         fair = self.alpha * self.link / len(self.flows)
         rates = {f: fair for f in self.flows}
-        top = min(self.flows, key=lambda f: (self.flows[f][1], f))
+        top = min(self.flows, key=lambda f: (self.flows[f][3], f))
         rates[top] += (1 - self.alpha) * self.link
         return rates
 
     def efficiency(self):
         self.forward(0, 0)
-        while self.events or self.flows:
-            rates = self.rates() if self.flows else {}
-            t_flow = min((self.now + self.flows[f][0] / r for f, r in rates.items() if r > EPS),
-                         default=math.inf)
-            t = min(t_flow, self.events[0][0] if self.events else math.inf)
-            for f, r in rates.items():
-                self.flows[f][0] -= r * (t - self.now)
-            self.now = t
-            for f in [f for f, v in self.flows.items() if v[0] <= 1e-3]:
-                self.flows.pop(f)[2]()
-            while self.events and self.events[0][0] <= self.now + 1e-12:
-                heapq.heappop(self.events)[2]()
+        self.run()
         s = [self.step_start[i] for i in range(self.steps)]
         return self.compute / ((s[-1] - s[2]) / (self.steps - 3))  # steps 0-1 warm the pipeline
 

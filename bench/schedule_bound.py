@@ -131,19 +131,15 @@ ALLOCATE = {"fair": allocate_fair, "processes": allocate_processes, "sender": al
             "priority": allocate_priority}
 
 
-class Cluster:
-    """The emulated sync job, stepped from event to event."""
+class Fluid:
+    """Events and fluid transfers, stepped from one to the next: a subclass gives rates(), each
+    transfer's rate while the set of transfers stays as it is."""
 
-    def __init__(self, n, policy, link, compute, bucket_bytes, steps):
-        self.n, self.allocate, self.link, self.steps = n, ALLOCATE[policy], link, steps
-        self.buckets = buckets(resnet50_tenth_bytes(), bucket_bytes)
-        total = sum(self.buckets)
-        self.share = [compute * b / total for b in self.buckets]
+    def __init__(self):
         self.now = 0.0
         self.flows = {}  # id -> [src, dst, bytes left, priority, done]
         self.events = []  # (time, seq, fn)
         self.seq = 0
-        self.pushed, self.pulled, self.waiting, self.step_start = {}, {}, {}, {}
 
     def at(self, time, fn):
         self.seq += 1
@@ -155,6 +151,39 @@ class Cluster:
             return
         self.seq += 1
         self.flows[self.seq] = [src, dst, nbytes, priority, done]
+
+    def advance(self):
+        """Moves to the next event or the next transfer's end, whichever is first."""
+        rates = self.rates() if self.flows else {}
+        t_flow = min((self.now + self.flows[f][2] / r for f, r in rates.items() if r > EPS), default=math.inf)
+        t_event = self.events[0][0] if self.events else math.inf
+        t = min(t_flow, t_event)
+        for f, r in rates.items():
+            self.flows[f][2] -= r * (t - self.now)
+        self.now = t
+        for f in [f for f, v in self.flows.items() if v[2] <= 1e-3]:
+            self.flows.pop(f)[4]()
+        while self.events and self.events[0][0] <= self.now + 1e-12:
+            heapq.heappop(self.events)[2]()
+
+    def run(self):
+        while self.events or self.flows:
+            self.advance()
+
+
+class Cluster(Fluid):
+    """The emulated sync job, stepped from event to event."""
+
+    def __init__(self, n, policy, link, compute, bucket_bytes, steps):
+        super().__init__()
+        self.n, self.allocate, self.link, self.steps = n, ALLOCATE[policy], link, steps
+        self.buckets = buckets(resnet50_tenth_bytes(), bucket_bytes)
+        total = sum(self.buckets)
+        self.share = [compute * b / total for b in self.buckets]
+        self.pushed, self.pulled, self.waiting, self.step_start = {}, {}, {}, {}
+
+    def rates(self):
+        return self.allocate(self.flows, [self.link] * self.n, [self.link] * self.n)
 
     def push_arrived(self, step, b, server):
         key = (step, b, server)
@@ -198,25 +227,10 @@ class Cluster:
 
         self.at(self.now + self.share[b] * 2 / 3, pushes)
 
-    def advance(self):
-        """Moves to the next event or the next transfer's end, whichever is first."""
-        rates = self.allocate(self.flows, [self.link] * self.n, [self.link] * self.n) if self.flows else {}
-        t_flow = min((self.now + self.flows[f][2] / r for f, r in rates.items() if r > EPS), default=math.inf)
-        t_event = self.events[0][0] if self.events else math.inf
-        t = min(t_flow, t_event)
-        for f, r in rates.items():
-            self.flows[f][2] -= r * (t - self.now)
-        self.now = t
-        for f in [f for f, v in self.flows.items() if v[2] <= 1e-3]:
-            self.flows.pop(f)[4]()
-        while self.events and self.events[0][0] <= self.now + 1e-12:
-            heapq.heappop(self.events)[2]()
-
     def efficiency(self, compute):
         for w in range(self.n):
             self.forward(w, 0, 0)
-        while self.events or self.flows:
-            self.advance()
+        self.run()
         starts = [self.step_start[(0, s)] for s in range(self.steps)]
         return compute / ((starts[-1] - starts[2]) / (self.steps - 3))  # steps 0-1 warm the pipeline
 
