@@ -7,25 +7,51 @@
 
 namespace shardps {
 
+ServerView Failover::view() const {
+  if (pristine_.load(std::memory_order_acquire)) return ServerView();
+  absl::MutexLock lock(&view_mu_);
+  return view_;
+}
+
 ServerConnection* Failover::Serving(int server) const {
-  const int serving = map_.Serving(server, failed());
+  const int serving = ServingId(server);
   return serving < 0 ? nullptr : connections_[serving];
 }
 
-void Failover::MarkFailed(ServerSet servers, absl::string_view why) {
-  const uint64_t before = failed_bits_.fetch_or(servers.bits);
-  const uint64_t added = servers.bits & ~before;
-  if (added == 0) return;
+void Failover::MarkFailed(int server, absl::string_view why) {
+  ServerView v = view();
+  v.MarkFailed(server);
+  Merge(v, why);
+}
+
+void Failover::Merge(const ServerView& incoming, absl::string_view why) {
+  if (incoming.Pristine()) return;
+  ServerView before, now;
+  std::vector<int> rose;
+  {
+    absl::MutexLock lock(&view_mu_);
+    before = view_;
+    rose = view_.Merge(incoming);
+    now = view_;
+    if (!rose.empty()) pristine_.store(false, std::memory_order_release);
+  }
+  if (rose.empty()) return;
+  std::vector<int> down;
+  for (int s : rose) {
+    if (s >= static_cast<int>(connections_.size())) continue;
+    // Live before and risen since: it failed, or restarted and joins again.
+    if (before.Live(s)) down.push_back(s);
+    if (now.Joining(s)) spdlog::info("server {} joins the job again: its peers copy it its keys", s);
+  }
   std::vector<Kept> again;
   {
     absl::MutexLock lock(&mu_);
     for (const Kept& k : kept_) {
-      if ((added >> k.server) & 1) again.push_back(k);
+      if (std::find(down.begin(), down.end(), k.acked_by) != down.end()) again.push_back(k);
     }
   }
-  for (int s = 0; s < 64; ++s) {
-    if (!((added >> s) & 1)) continue;
-    const int serving = map_.Serving(s, failed());
+  for (int s : down) {
+    const int serving = map_.Serving(s, now);
     if (serving < 0) {
       spdlog::error("server {} failed ({}) and so did every copy of its keys: waiting for it to come back", s,
                     std::string(why));
@@ -34,31 +60,44 @@ void Failover::MarkFailed(ServerSet servers, absl::string_view why) {
                    serving);
     }
     connections_[s]->CancelInFlight();  // calls waiting on it go to the backup now
-    connections_[s]->TellFailed();      // if it is only paused, it steps down when it resumes
+    if (now.Failed(s)) connections_[s]->TellFailed();  // if it is only paused, it steps down when it resumes
   }
   for (const Kept& k : again) {
     ServerConnection* to = Serving(k.server);
     if (to == nullptr) continue;
-    to->Call(k.spec, k.attempt, [server = k.server, step = k.step](absl::Status st) {
+    CallSpec spec = k.spec;
+    spec.keys_of = k.server;
+    to->Call(spec, k.attempt, [server = k.server, step = k.step](absl::Status st) {
       if (!st.ok()) {
         spdlog::warn("the push of step {} kept for server {} was refused by its backup: {}", step, server,
                      std::string(st.message()));
       }
     });
   }
+  for (int s : rose) {
+    if (s >= static_cast<int>(connections_.size()) || !now.Live(s)) continue;
+    spdlog::warn("server {} is live again with a copy of its keys ({}): registering with it", s, std::string(why));
+    connections_[s]->Revive();
+  }
 }
 
 void Failover::Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt) {
+  for (int64_t seen = last_step_.load(); step > seen && !last_step_.compare_exchange_weak(seen, step);) {
+  }
+  const ServerView now = view();
+  const int acked_by = map_.Serving(server, now);
   // A server taken for failed that acknowledges a push anyway (a paused one
   // resuming before it learns it stepped down): the push goes to the backup.
-  if (failed().Has(server)) {
-    if (ServerConnection* to = Serving(server)) to->Call(spec, attempt, [](absl::Status) {});
+  if (now.Failed(server) && acked_by >= 0) {
+    CallSpec again = spec;
+    again.keys_of = server;
+    connections_[acked_by]->Call(again, attempt, [](absl::Status) {});
   }
   absl::MutexLock lock(&mu_);
   kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
                              [&](const Kept& k) { return k.server == server && k.step <= step - keep_steps_; }),
               kept_.end());
-  kept_.push_back(Kept{server, step, spec, attempt});
+  kept_.push_back(Kept{server, acked_by, step, spec, attempt});
 }
 
 }  // namespace shardps

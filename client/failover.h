@@ -1,15 +1,20 @@
 // The worker's side of replication (DESIGN.md, "Replication";
-// common/replica_map.h): which servers have failed, which connection serves
-// a failed server's keys, and the sync pushes to push again there.
+// common/replica_map.h): the job's servers as this worker knows them (which
+// failed, which joined again), which connection serves each server's keys,
+// and the sync pushes to push again there.
 //
 // A server is taken for failed when a transfer to it is refused, reset or
 // closed (kill -9: common/grpc_status.h, PeerProcessGone), when it has not
 // answered for --server_timeout_for_failover (a connection not set up in
 // time among it), or when any server's answer says so (trailing metadata).
-// Every request then carries the failed set (request metadata), and a server
+// Every request then carries the view (request metadata), and a server
 // that learns of a failure serves the keys it backs up for it
 // (server/parameter_server.h).
-// Calls to a failed server go to the next live server of its chain.
+// Calls for a server's keys go to the server serving them now.
+//
+// A server that joins the job again (ps_server --join) is copied its keys
+// by its peers; once it is live the worker registers with it, so that it
+// knows the worker should it come to serve keys (the other copy failing).
 //
 // A push that the failed server acknowledged may not have reached its
 // backup (a sync step not complete there yet; an async push forwarded but
@@ -23,6 +28,7 @@
 #ifndef SHARDPS_CLIENT_FAILOVER_H_
 #define SHARDPS_CLIENT_FAILOVER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <vector>
@@ -48,19 +54,33 @@ class Failover {
 
   const ReplicaMap& map() const { return map_; }
   absl::Duration timeout() const { return timeout_; }
-  ServerSet failed() const { return ServerSet{failed_bits_.load()}; }
+  ServerView view() const;
+  // The server serving `server`'s keys now; -1 when no copy is live.
+  int ServingId(int server) const { return map_.Serving(server, view()); }
   // The connection serving `server`'s keys now; null when every copy failed.
   ServerConnection* Serving(int server) const;
-  // Adds `servers` to the failed set (`why` for the log); pushes the kept
-  // pushes of each newly failed one again, to the server now serving it.
-  void MarkFailed(ServerSet servers, absl::string_view why);
-  // A push of `step` that `server` acknowledged: kept until the pushes of
-  // `keep_steps` later steps to it are.
+  // Merges `view` (`why` for the log). For each server that went down: its
+  // calls in flight are cancelled (they go to the server now serving its
+  // keys) and the kept pushes it acknowledged are pushed again there. For
+  // each that is live again: this worker registers with it.
+  void Merge(const ServerView& view, absl::string_view why);
+  void MarkFailed(int server, absl::string_view why);
+  // A push of `step` for `server`'s keys, acknowledged by the server then
+  // serving them: kept until the pushes of `keep_steps` later steps are.
   void Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt);
+  // The job's timeline, from this worker's registration (a server live
+  // again is registered with on it).
+  void SetTimeline(int64_t timeline) { timeline_ = timeline; }
+  // Where this worker registers with a server live again: the step of its
+  // latest acknowledged push (every earlier step's pushes are done: a sync
+  // or ssp worker pushes a step only after pulling the one before), so that
+  // the server counts it in every step it may still push to.
+  ResumeAt RevivalPoint() const { return ResumeAt{std::max<int64_t>(last_step_.load(), 0), timeline_.load()}; }
 
  private:
   struct Kept {
-    int server = 0;
+    int server = 0;    // whose keys
+    int acked_by = 0;  // the server that acknowledged it
     int64_t step = 0;
     CallSpec spec;
     ServerConnection::Attempt attempt;
@@ -70,7 +90,10 @@ class Failover {
   const int keep_steps_;
   std::vector<ServerConnection*> connections_;
   std::atomic<bool> armed_{false};
-  std::atomic<uint64_t> failed_bits_{0};
+  std::atomic<int64_t> last_step_{-1}, timeline_{0};
+  std::atomic<bool> pristine_{true};  // nothing has happened: the fast path
+  mutable absl::Mutex view_mu_;
+  ServerView view_ ABSL_GUARDED_BY(view_mu_);
   absl::Mutex mu_;
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
 };

@@ -181,7 +181,10 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
       if (absl::IsAborted(again.status())) continue;  // a rewind came in between
       if (!again.ok()) return again.status();
     }
-    if (failover_ != nullptr) failover_->Arm();  // every server answered: from now on silence is a failure
+    if (failover_ != nullptr) {
+      failover_->SetTimeline(plan.timeline);
+      failover_->Arm();  // every server answered: from now on silence is a failure
+    }
     return plan.step;
   }
   if (!persisting.ok()) return persisting;

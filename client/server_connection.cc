@@ -12,18 +12,6 @@
 
 namespace shardps {
 
-// One logical call across its attempts.
-struct ServerConnection::CallState {
-  CallSpec spec;
-  Attempt attempt;
-  std::function<void(absl::Status)> done;
-  int attempts = 0;
-  int reregistrations = 0;
-  uint64_t session = 0;                              // of the last attempt
-  uint64_t first_session = 0;                        // of the first attempt
-  absl::Time first_failure = absl::InfiniteFuture();  // of the server not answering
-};
-
 namespace {
 constexpr int kMaxReregistrations = 8;
 constexpr absl::Duration kMaxBackoff = absl::Milliseconds(250);
@@ -91,8 +79,8 @@ std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration
   auto ctx = std::make_shared<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));  // gRPC's deadlines are real time
   if (!options_.auth_token.empty()) ctx->AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
-  if (failover_ != nullptr && failover_->failed().bits != 0) {
-    ctx->AddMetadata(kFailedServersKey, FailedServersText(failover_->failed().bits));
+  if (failover_ != nullptr) {
+    if (const ServerView view = failover_->view(); !view.Pristine()) ctx->AddMetadata(kServerViewKey, view.Text());
   }
   contexts_.insert(ctx.get());
   last_call_ = clock_->Now();
@@ -109,6 +97,10 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
   if (Redirect(call)) return;
   {
     absl::MutexLock lock(&mu_);
+    if (reviving_ && call->spec.fails_over) {
+      held_for_revival_.push_back(std::move(call));
+      return;
+    }
     if (call->attempts == 0) call->first_session = session_;
     call->session = session_;
   }
@@ -130,7 +122,7 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
   call->attempt(StubFor(call->spec.lane), raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
-    NoteFailedServers(*ctx);
+    NoteServerView(*ctx);
     // The context (and the channel it holds) goes before the call can
     // finish: once the last call has finished, Shutdown() returns and the
     // owner may tear gRPC down, so nothing of it may outlive Finish().
@@ -268,29 +260,9 @@ void ServerConnection::NoteIncarnation(const grpc::ClientContext& ctx) {
   }
 }
 
-void ServerConnection::NoteFailedServers(const grpc::ClientContext& ctx) {
-  if (failover_ == nullptr) return;
-  const auto& metadata = ctx.GetServerTrailingMetadata();
-  auto it = metadata.find(kFailedServersKey);
-  if (it == metadata.end()) return;
-  if (const std::optional<uint64_t> bits = ParseFailedServers(absl::string_view(it->second.data(), it->second.size()))) {
-    failover_->MarkFailed(ServerSet{*bits}, absl::StrCat("server ", server_id_, " says so"));
-  }
-}
-
-bool ServerConnection::Redirect(const std::shared_ptr<CallState>& call) {
-  if (failover_ == nullptr || !call->spec.fails_over || !failover_->failed().Has(server_id_)) return false;
-  ServerConnection* next = failover_->Serving(server_id_);
-  if (next == nullptr || next == this) return false;
-  next->Call(call->spec, call->attempt, std::move(call->done));
-  call->done = nullptr;
-  absl::MutexLock lock(&mu_);
-  --calls_in_flight_;
-  return true;
-}
-
 void ServerConnection::Tend() {
-  if (failover_ != nullptr && failover_->failed().Has(server_id_)) return;  // its backup has the session's work
+  // A failed or joining server: the server serving its keys has the session's work.
+  if (failover_ != nullptr && !failover_->view().Live(server_id_)) return;
   if (ProbeForFailover()) return;
   const absl::Time now = clock_->Now();
   bool heartbeat = false;
@@ -305,45 +277,6 @@ void ServerConnection::Tend() {
     }
   }
   if (heartbeat) SendHeartbeat();
-}
-
-bool ServerConnection::ProbeForFailover() {
-  if (failover_ == nullptr || !failover_->armed()) return false;
-  const absl::Time now = clock_->Now();
-  const absl::Duration timeout = failover_->timeout();
-  bool probe = false, silent_too_long = false;
-  absl::Duration silent;
-  {
-    absl::MutexLock lock(&mu_);
-    // This process did not run for a while (paused itself): the silence is
-    // its own, not the server's; start counting again.
-    if (now - last_tend_ > timeout / 2) {
-      last_answer_ = now;
-      last_probe_ = absl::InfinitePast();
-    }
-    last_tend_ = now;
-    if (calls_in_flight_ == 0 || session_ == 0 || stopped_) return false;
-    silent = now - last_answer_;
-    if (silent >= timeout && last_probe_ != absl::InfinitePast() && now - last_probe_ >= timeout / 2) {
-      silent_too_long = true;
-    } else if (silent >= timeout / 3 && now - last_probe_ >= timeout / 3) {
-      probe = true;
-      last_probe_ = now;
-    }
-  }
-  if (probe) SendHeartbeat();  // a live server answers it, however long its pulls wait
-  if (!silent_too_long) return false;
-  // This cancels the calls waiting here: they retry, and go to the backup.
-  TakeForFailed(absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
-                             ", heartbeats included (--server_timeout_for_failover ", absl::FormatDuration(timeout),
-                             ")"));
-  return true;
-}
-
-void ServerConnection::TakeForFailed(const std::string& why) {
-  ServerSet self;
-  self.Add(server_id_);
-  failover_->MarkFailed(self, why);
 }
 
 void ServerConnection::CancelInFlight() {
@@ -366,7 +299,7 @@ void ServerConnection::SendHeartbeat() {
   StubFor(Lane::kOthers).proto->async()->Heartbeat(raw, req.get(), resp.get(), [this, req, resp, ctx = std::move(ctx)](grpc::Status s) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
-    NoteFailedServers(*ctx);
+    NoteServerView(*ctx);
     ctx.reset();  // as an attempt's (StartAttempt)
     if (!s.ok()) spdlog::debug("heartbeat to server {}: {}", server_id_, s.error_message());
     absl::MutexLock lock(&mu_);

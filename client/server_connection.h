@@ -73,6 +73,9 @@ struct CallSpec {
   // With replication (client/failover.h): the call goes to the server now
   // serving this server's keys when this one has failed (pushes and pulls).
   bool fails_over = false;
+  // With fails_over: whose keys the call names, once it has been handed to
+  // another server (-1: the connection's own server).
+  int keys_of = -1;
 };
 
 class Failover;
@@ -114,6 +117,12 @@ class ServerConnection {
   void CancelInFlight();
   // Registers (continuing at `resume` when given) and keeps the session.
   void Register(std::optional<ResumeAt> resume, RegisterDone done);
+  // Replication: the server is live again after joining the job (a new
+  // process, which knows no session of this worker): registers with it,
+  // holding back the pushes and pulls for it until that is done (they would
+  // be refused, and its connection may still be waiting out a reconnection
+  // backoff from when it was down, which is not a failure).
+  void Revive();
 
   // For the heartbeat thread: a heartbeat when idle for heartbeat_interval,
   // and a log line when calls have waited wait_log_interval for an answer.
@@ -132,7 +141,17 @@ class ServerConnection {
   int64_t registrations() const { return registrations_; }
 
  private:
-  struct CallState;
+  // One logical call across its attempts.
+  struct CallState {
+    CallSpec spec;
+    Attempt attempt;
+    std::function<void(absl::Status)> done;
+    int attempts = 0;
+    int reregistrations = 0;
+    uint64_t session = 0;                              // of the last attempt
+    uint64_t first_session = 0;                        // of the first attempt
+    absl::Time first_failure = absl::InfiniteFuture();  // of the server not answering
+  };
   void StartAttempt(std::shared_ptr<CallState> call);
   void OnAttemptDone(std::shared_ptr<CallState> call, absl::Status status);
   void RetryLater(std::shared_ptr<CallState> call, const absl::Status& status);
@@ -141,16 +160,17 @@ class ServerConnection {
   void Reregister(uint64_t observed, std::function<void(absl::Status)> done);
   void Finish(const std::shared_ptr<CallState>& call, const absl::Status& status);
   void NoteIncarnation(const grpc::ClientContext& ctx);
-  // Replication: merges the failed servers an answer names; hands a call
-  // that fails over to the server serving this one's keys (false: none).
-  void NoteFailedServers(const grpc::ClientContext& ctx);
+  // Replication: merges the view of the job's servers an answer carries.
+  void NoteServerView(const grpc::ClientContext& ctx);
   // Replication, from Tend(): while calls wait and the server has not
   // answered for a third of the failover timeout, a heartbeat probes it; a
   // server that answers nothing, probes included, for the whole timeout (a
   // paused one) is taken for failed and the waiting calls go to its backup.
   bool ProbeForFailover();
-  // Adds this server to the failed set (client/failover.h), saying `why`.
+  // Marks this server failed (client/failover.h), saying `why`.
   void TakeForFailed(const std::string& why);
+  // Hands a call that fails over to the server serving this one's keys now,
+  // when that is another (false: it stays here).
   bool Redirect(const std::shared_ptr<CallState>& call);
   void SendHeartbeat();
   // A context for one RPC, cancelled by StopAndCancel(); null once stopped.
@@ -176,6 +196,8 @@ class ServerConnection {
   int calls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
   bool reregistering_ ABSL_GUARDED_BY(mu_) = false;
+  bool reviving_ ABSL_GUARDED_BY(mu_) = false;  // Revive()'s registration is under way
+  std::vector<std::shared_ptr<CallState>> held_for_revival_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(absl::Status)>> reregister_waiters_ ABSL_GUARDED_BY(mu_);
   absl::Time last_call_ ABSL_GUARDED_BY(mu_);       // an attempt started (heartbeats are for idle sessions)
   absl::Time last_answer_ ABSL_GUARDED_BY(mu_);     // an attempt ended, or calls began while none was in flight

@@ -8,31 +8,70 @@
 // the primaries by bytes, and so the chains balance what each server holds.
 // (Sparse tables are not replicated yet: a replicated job refuses them.)
 //
-// The server that serves a chain's keys is its first member that has not
-// failed; none when every copy has (then checkpoints are the answer). The
-// failed servers are a set of server ids (a bit mask: at most 64 servers
-// with replicas > 1). A pure function: every process computes the same.
+// Who serves a chain's keys follows the job's ServerView: each server's
+// standing (live, failed, or joining: re-filled from its peers after a
+// restart) as a generation number that only grows, so that views merge by
+// taking the larger number per server, in any order, and every process
+// converges on the same one. The live member that has been live longest
+// (the smallest generation; chain order among equals) serves; a server that
+// comes back joins with a generation above every other, so it never takes
+// keys from the server that kept them while it was away. None serves when
+// no member is live (then checkpoints are the answer). Pure functions:
+// every process computes the same. At most 64 servers with replicas > 1.
 #ifndef SHARDPS_COMMON_REPLICA_MAP_H_
 #define SHARDPS_COMMON_REPLICA_MAP_H_
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace shardps {
 
 inline constexpr int kMaxReplicatedServers = 64;
 
-// A set of server ids, as the bits of a mask.
-struct ServerSet {
-  uint64_t bits = 0;
+enum class Standing { kLive, kFailed, kJoining };
 
-  bool Has(int server) const { return server >= 0 && server < 64 && ((bits >> server) & 1) != 0; }
-  void Add(int server) { bits |= uint64_t{1} << server; }
-  bool operator==(const ServerSet& o) const { return bits == o.bits; }
-  std::string DebugString() const;  // "{1, 3}"
+// Every server's standing, as a generation per server id: 3k live, 3k+1
+// failed, 3k+2 joining. A job starts with every server live at 0.
+class ServerView {
+ public:
+  uint32_t generation(int server) const { return InRange(server) ? gen_[server] : 0; }
+  Standing standing(int server) const;
+  bool Failed(int server) const { return standing(server) == Standing::kFailed; }
+  bool Live(int server) const { return standing(server) == Standing::kLive; }
+  bool Joining(int server) const { return standing(server) == Standing::kJoining; }
+  // Every server live at generation 0: nothing has happened yet.
+  bool Pristine() const;
+
+  // `server` failed: its next failed generation (unchanged when failed).
+  void MarkFailed(int server);
+  // `server` joins again: a joining generation above every other in the view.
+  void MarkJoining(int server);
+  // `server` has its copies: live at the generation after its joining one.
+  // REQUIRES: Joining(server).
+  void MarkLive(int server);
+
+  // Takes the larger generation per server; returns the servers whose
+  // generation rose.
+  std::vector<int> Merge(const ServerView& other);
+  bool operator==(const ServerView& o) const { return gen_ == o.gen_; }
+
+  // For metadata: the generations in id order, comma-separated, up to the
+  // last non-zero one ("" when pristine). Parse reads it back; nullopt for
+  // anything else.
+  std::string Text() const;
+  static std::optional<ServerView> Parse(absl::string_view text);
+  // For messages: "{1 failed, 2 joining}"; "{}" when every server is live.
+  std::string DebugString() const;
+
+ private:
+  static bool InRange(int server) { return server >= 0 && server < kMaxReplicatedServers; }
+  std::array<uint32_t, kMaxReplicatedServers> gen_{};
 };
 
 class ReplicaMap {
@@ -50,11 +89,14 @@ class ReplicaMap {
   bool Holds(int server, int primary) const;
   // The primaries whose keys `server` holds, itself first.
   std::vector<int> PrimariesHeldBy(int server) const;
-  // The first server of `primary`'s chain not in `failed`; -1 when none.
-  int Serving(int primary, ServerSet failed) const;
-  // The next server after `server` in `primary`'s chain that is not in
-  // `failed`: where `server` forwards updates; -1 when none.
-  int NextLiveAfter(int primary, int server, ServerSet failed) const;
+  // The live member of `primary`'s chain with the smallest generation
+  // (chain order among equals); -1 when none is live.
+  int Serving(int primary, const ServerView& view) const;
+  // Where `server` forwards `primary`'s updates: the next member after it in
+  // the order serving first, then the other members not failed by
+  // generation; -1 when none. Joining members count only with
+  // `with_joining` (they take updates; pulls do not wait for them).
+  int NextCopy(int primary, int server, const ServerView& view, bool with_joining = true) const;
 
  private:
   ReplicaMap(int num_servers, int replicas) : num_servers_(num_servers), replicas_(replicas) {}

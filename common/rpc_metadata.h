@@ -23,14 +23,13 @@ inline std::optional<uint64_t> ParseIncarnation(absl::string_view text) {
   return value;
 }
 
-// Replication: the servers the sender knows to have failed (a bit per
-// server id, 16 hex digits), on requests from workers and on every answer.
-// A server that learns of a failure takes over the keys it backs up; a
-// worker routes around it (common/replica_map.h).
-inline constexpr char kFailedServersKey[] = "shardps-failed-servers";
-// Its value: the bits, written and read as an incarnation is.
-inline std::string FailedServersText(uint64_t bits) { return IncarnationText(bits); }
-inline std::optional<uint64_t> ParseFailedServers(absl::string_view text) { return ParseIncarnation(text); }
+// Replication: the sender's view of the job's servers (which failed, which
+// are joining again; common/replica_map.h, ServerView::Text), on requests
+// from workers and between servers, and on every answer, once anything has
+// happened. A server that learns of a failure takes over the keys it backs
+// up; one that learns of a joining server copies it the keys it serves; a
+// worker routes around failed servers.
+inline constexpr char kServerViewKey[] = "shardps-server-view";
 
 }  // namespace shardps
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
+#include "common/rpc_metadata.h"
 #include "common/tensor_frame.h"
 #include "spdlog/spdlog.h"
 
@@ -81,6 +82,11 @@ void GrpcReplicaLink::SetPeers(const std::vector<std::string>& addresses) {
   if (addresses_.empty()) addresses_ = addresses;
 }
 
+void GrpcReplicaLink::Renew(int to) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = peers_.find(to); it != peers_.end()) it->second->renew = true;
+}
+
 void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
                            std::function<void(absl::Status)> done) {
   absl::MutexLock lock(&mu_);
@@ -112,7 +118,8 @@ void GrpcReplicaLink::Run(int to) {
         peer->queue.clear();
         return;
       }
-      if (peer->stub == nullptr) {
+      if (peer->stub == nullptr || peer->renew) {
+        peer->renew = false;
         grpc::ChannelArguments args;
         args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
         args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
@@ -138,8 +145,17 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.attempt_timeout));
     if (!options_.auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
+    if (view_ours_) {
+      if (std::string view = view_ours_(); !view.empty()) ctx.AddMetadata(kServerViewKey, view);
+    }
     grpc::ByteBuffer request = EncodeFrame(frame.header, frame.payloads);
     const absl::Status status = FromGrpcStatus(CallRaw(*peer.stub, &ctx, &request));
+    if (view_theirs_) {
+      const auto& trailing = ctx.GetServerTrailingMetadata();
+      if (auto it = trailing.find(kServerViewKey); it != trailing.end()) {
+        view_theirs_(absl::string_view(it->second.data(), it->second.size()));
+      }
+    }
     if (status.ok() || !(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))) return status;
     const absl::Duration waited = absl::Now() - first;
     // A refused, reset or closed connection is a dead process (kill -9), not a slow one.

@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,14 @@ class GrpcReplicaLink final : public ReplicaLink {
 
   void SetPeers(const std::vector<std::string>& addresses) override;
   void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) override;
+  void Renew(int to) override;
+  // The server's view of the job's servers (common/replica_map.h): `ours`
+  // gives its text for every call's metadata, `theirs` takes the text a
+  // peer's answer carries. Before the first Send.
+  void SetViewExchange(std::function<std::string()> ours, std::function<void(absl::string_view)> theirs) {
+    view_ours_ = std::move(ours);
+    view_theirs_ = std::move(theirs);
+  }
 
  // What Send queued (public for the frame encoder in the .cc).
   struct Item {
@@ -56,6 +65,7 @@ class GrpcReplicaLink final : public ReplicaLink {
     std::deque<Item> queue;
     std::unique_ptr<grpc::GenericStub> stub;
     std::thread sender;
+    bool renew = false;  // make a new channel before the next call
   };
   GrpcReplicaLink(const ReplicaLinkOptions& options, std::shared_ptr<grpc::ChannelCredentials> credentials)
       : options_(options), credentials_(std::move(credentials)) {}
@@ -66,6 +76,8 @@ class GrpcReplicaLink final : public ReplicaLink {
 
   const ReplicaLinkOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  std::function<std::string()> view_ours_;
+  std::function<void(absl::string_view)> view_theirs_;
   absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);

@@ -331,7 +331,7 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
       chunk.version = k.version;
       chunk.weights = k.weights;
       // Replication: only what the next copy has (DESIGN.md, "Replication").
-      if (NextCopy(k) >= 0 && k.replicated_version < k.version) {
+      if (GateCopy(k) >= 0 && k.replicated_version < k.version) {
         chunk.version = k.replicated_version;
         if (k.replicated_weights != nullptr) chunk.weights = k.replicated_weights;
       }

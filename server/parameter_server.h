@@ -101,13 +101,22 @@ struct ServerStats {
   std::vector<std::pair<std::string, StalenessHistogram::Counts>> staleness_by_tensor;
   std::vector<SparseTableStats> tables;  // in layout order; empty before Init
   // Replication: keys this server serves with fewer copies than --replicas
-  // (their next copy failed), updates forwarded and installed, bytes sent,
-  // and the servers known to have failed.
+  // (their next copy failed or is still being filled), updates forwarded
+  // and installed, bytes sent, the job's servers as this one knows them,
+  // and, while this server joins, the keys it still waits to be copied.
   int64_t under_replicated_keys = 0;
   int64_t replica_keys_sent = 0;
   int64_t replica_keys_installed = 0;
   int64_t replica_bytes_sent = 0;
-  ServerSet failed_servers;
+  ServerView view;
+  int64_t keys_to_copy = 0;
+};
+
+// What a server tells one that joins the job (ps_server --join).
+struct JoinInfo {
+  bool initialized = false;
+  Layout layout;
+  int64_t timeline = 0;
 };
 
 class ParameterServer {
@@ -196,12 +205,23 @@ class ParameterServer {
   // Replication (DESIGN.md, "Replication"; common/replica_map.h). Every
   // server's address, from a worker's registration (for the replica link).
   virtual void NotePeers(const std::vector<std::string>& addresses) = 0;
-  // Servers known to have failed (a worker's request says so): this server
-  // takes over the keys it backs up for them; named itself, it steps down
-  // (refuses its keys' pushes and pulls, UNAVAILABLE, and fails its waiting
-  // pulls so that workers go to the backup).
-  virtual void NoteFailedServers(ServerSet failed) = 0;
-  virtual ServerSet FailedServers() const = 0;
+  // The job's servers as a request shows them (a worker's, or a peer's):
+  // merged into this server's view. A server learnt failed: this one takes
+  // over the keys it backs up for it; itself failed, it steps down (refuses
+  // its keys' pushes and pulls, UNAVAILABLE, and fails its waiting pulls so
+  // that workers go to the backup). A server learnt joining: this one copies
+  // it, whole, every key it serves that the joiner holds.
+  virtual void NoteView(const ServerView& view) = 0;
+  virtual ServerView View() const = 0;
+  // For a server that joins (`from`): whether the job runs here, its layout
+  // and timeline.
+  virtual JoinInfo AnswerJoin(int from) = 0;
+  // This server joins a running job (ps_server --join): builds its keys from
+  // `layout` (empty), takes the timeline, merges `view` and marks itself
+  // joining. It marks itself live once every key it holds has been copied
+  // to it (ApplyReplica). FAILED_PRECONDITION once initialised (by workers:
+  // a new job).
+  virtual absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) = 0;
   // A primary's updated keys (ReplicaUpdate, from server `from`): installed
   // whole where newer than what is here. FAILED_PRECONDITION when this server
   // has taken over `from`'s keys; NOT_FOUND or INVALID_ARGUMENT for a key it

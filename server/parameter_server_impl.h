@@ -55,8 +55,10 @@ class ParameterServerImpl final : public ParameterServer {
   uint64_t incarnation() const override { return incarnation_; }
   absl::Status RecordRefused(absl::Status status) override { return Refuse(std::move(status)); }
   void NotePeers(const std::vector<std::string>& addresses) override;
-  void NoteFailedServers(ServerSet failed) override;
-  ServerSet FailedServers() const override { return ServerSet{failed_bits_.load()}; }
+  void NoteView(const ServerView& view) override;
+  ServerView View() const override;
+  JoinInfo AnswerJoin(int from) override;
+  absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) override;
   absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) override;
   void Shutdown() override;
 
@@ -109,12 +111,23 @@ class ParameterServerImpl final : public ParameterServer {
     return Replicating() ? replicas_->PrimariesHeldBy(options_.server_id) : std::vector<int>{options_.server_id};
   }
   // OK when this server serves `k` now; UNAVAILABLE when it stepped down,
-  // FAILED_PRECONDITION when it holds `k` as a backup of a live primary.
+  // is joining, or holds `k` as a backup since a failover (the worker's view
+  // may be behind; the answer's brings it up to date), FAILED_PRECONDITION
+  // when it holds `k` as a backup of a primary that never failed.
   absl::Status CheckServing(const KeyState& k) const;
   // The server this one forwards `k`'s updates to; -1 when none.
   int NextCopy(const KeyState& k) const;
+  // The copy whose acknowledgements pulls wait for: NextCopy unless that
+  // is still joining (it has not got every key yet); -1 when none.
+  int GateCopy(const KeyState& k) const;
   // Sync: a pull of version `step` also waits for the next copy to have it.
   bool ReplicatedFor(const KeyState& k, int64_t step) const;
+  // Queues every key this server serves whose next copy is `joiner`, whole
+  // (the joiner has nothing yet), and sends them.
+  void CopyAllTo(int joiner);
+  // While joining: `k` (index) has been copied here; marks this server live
+  // once every key has.
+  void NoteCopied(size_t index);
   // After an update of `k` that this server serves: queues it for the next
   // copy. REQUIRES: k.mu held.
   void QueueReplica(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
@@ -163,10 +176,16 @@ class ParameterServerImpl final : public ParameterServer {
   StalenessHistogram::Counts staleness_reported_;
   int64_t staleness_reported_step_ = 0;
 
-  // Replication: the chains (with --replicas), the servers known to have
-  // failed (bits), and the updates waiting for the link.
+  // Replication: the chains (with --replicas), the job's servers as this
+  // one knows them (pristine_: nothing has happened, the fast path), and
+  // the updates waiting for the link.
   std::optional<ReplicaMap> replicas_;
-  std::atomic<uint64_t> failed_bits_{0};
+  mutable absl::Mutex view_mu_;
+  ServerView view_ ABSL_GUARDED_BY(view_mu_);
+  std::atomic<bool> pristine_{true};
+  // Joining (BeginJoin): which keys have been copied here, and how many not.
+  std::unique_ptr<std::atomic<bool>[]> copied_;
+  std::atomic<int64_t> keys_to_copy_{0};
   absl::Mutex replicas_mu_;
   std::vector<ReplicaUpdate> outgoing_ ABSL_GUARDED_BY(replicas_mu_);
   std::atomic<int64_t> replica_keys_sent_{0}, replica_keys_installed_{0}, replica_bytes_sent_{0};

@@ -201,6 +201,10 @@ absl::StatusOr<std::string> ParameterServerImpl::CheckpointNow() {
 }
 
 absl::Status ParameterServerImpl::Restore() {
+  if (options_.join) {
+    if (checkpointer_.enabled()) spdlog::info("--join: not restoring a checkpoint; the running job's servers copy this one its keys");
+    return absl::OkStatus();
+  }
   absl::StatusOr<ShardSnapshot> shard = checkpointer_.Read(std::nullopt);
   if (absl::IsNotFound(shard.status())) {
     if (checkpointer_.enabled()) spdlog::info("no checkpoint yet: {}; starting fresh", std::string(shard.status().message()));

@@ -18,27 +18,40 @@ namespace shardps {
 
 absl::Status ParameterServerImpl::CheckServing(const KeyState& k) const {
   if (!Replicating()) return absl::OkStatus();
-  const ServerSet failed = FailedServers();
+  const ServerView view = View();
   const int primary = k.info.server;
-  const int serving = replicas_->Serving(primary, failed);
-  if (serving == options_.server_id) return absl::OkStatus();
-  if (failed.Has(options_.server_id)) {
-    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " stepped down (failed servers ",
-                                               failed.DebugString(), "): key ", KeyName(k.info.key),
-                                               " is served by server ", serving));
+  const int serving = replicas_->Serving(primary, view);
+  const int self = options_.server_id;
+  if (serving == self) return absl::OkStatus();
+  if (view.Failed(self)) {
+    return absl::UnavailableError(absl::StrCat("server ", self, " stepped down (servers ", view.DebugString(),
+                                               "): key ", KeyName(k.info.key), " is served by server ", serving));
   }
-  return absl::FailedPreconditionError(absl::StrCat("server ", options_.server_id, " holds key ", KeyName(k.info.key),
-                                                    " as a backup of server ", primary, ", which serves it (failed servers ",
-                                                    failed.DebugString(), ")"));
+  if (view.Joining(self)) {
+    return absl::UnavailableError(absl::StrCat("server ", self, " is joining the job (its keys are being copied to "
+                                               "it): key ", KeyName(k.info.key), " is served by server ", serving));
+  }
+  if (!view.Pristine()) {
+    return absl::UnavailableError(absl::StrCat("server ", self, " holds key ", KeyName(k.info.key),
+                                               " as a copy; server ", serving, " serves it (servers ",
+                                               view.DebugString(), ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat("server ", self, " holds key ", KeyName(k.info.key),
+                                                    " as a backup of server ", primary, ", which serves it"));
 }
 
 int ParameterServerImpl::NextCopy(const KeyState& k) const {
   if (!Replicating() || options_.replica_link == nullptr) return -1;
-  return replicas_->NextLiveAfter(k.info.server, options_.server_id, FailedServers());
+  return replicas_->NextCopy(k.info.server, options_.server_id, View());
+}
+
+int ParameterServerImpl::GateCopy(const KeyState& k) const {
+  if (!Replicating() || options_.replica_link == nullptr) return -1;
+  return replicas_->NextCopy(k.info.server, options_.server_id, View(), /*with_joining=*/false);
 }
 
 bool ParameterServerImpl::ReplicatedFor(const KeyState& k, int64_t step) const {
-  return k.replicated_version >= step || NextCopy(k) < 0;
+  return k.replicated_version >= step || GateCopy(k) < 0;
 }
 
 void ParameterServerImpl::QueueReplica(KeyState& k) {
@@ -96,39 +109,62 @@ void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>
   }
   // A server that stepped down has no say about others (it may be one that
   // was paused, whose sends timed out while it did not run).
-  if (FailedServers().Has(options_.server_id)) return;
-  ServerSet failed;
+  ServerView failed = View();
+  if (failed.Failed(options_.server_id)) return;
   if (absl::IsFailedPrecondition(status)) {
     spdlog::error("server {}: server {} has taken over its keys ({}); stepping down", options_.server_id, to,
                   std::string(status.message()));
-    failed.Add(options_.server_id);
+    failed.MarkFailed(options_.server_id);
   } else {
     spdlog::error("server {}: its backup, server {}, did not take the updates ({}); taken for failed: its keys now "
                   "have a single copy",
                   options_.server_id, to, std::string(status.message()));
-    failed.Add(to);
+    failed.MarkFailed(to);
   }
-  NoteFailedServers(failed);
+  NoteView(failed);
 }
 
-void ParameterServerImpl::NoteFailedServers(ServerSet failed) {
-  if (!Replicating() || failed.bits == 0) return;
-  const uint64_t before = failed_bits_.fetch_or(failed.bits);
-  const uint64_t added = failed.bits & ~before;
-  if (added == 0) return;
-  const ServerSet now{before | failed.bits};
-  if ((added >> options_.server_id) & 1) {
-    spdlog::error("server {} is named failed (failed servers {}): it steps down and serves no key; its backups "
+ServerView ParameterServerImpl::View() const {
+  if (pristine_.load(std::memory_order_acquire)) return ServerView();
+  absl::MutexLock lock(&view_mu_);
+  return view_;
+}
+
+void ParameterServerImpl::NoteView(const ServerView& view) {
+  if (!Replicating() || view.Pristine()) return;
+  std::vector<int> rose;
+  ServerView now;
+  {
+    absl::MutexLock lock(&view_mu_);
+    rose = view_.Merge(view);
+    now = view_;
+    if (!rose.empty()) pristine_.store(false, std::memory_order_release);
+  }
+  if (rose.empty()) return;
+  const int self = options_.server_id;
+  if (std::find(rose.begin(), rose.end(), self) != rose.end() && now.Failed(self)) {
+    spdlog::error("server {} is named failed (servers {}): it steps down and serves no key; its backups "
                   "serve them",
-                  options_.server_id, now.DebugString());
+                  self, now.DebugString());
     for (PendingPull& p : waiters_.TakeAll()) {
-      p.done(absl::UnavailableError(absl::StrCat("server ", options_.server_id, " stepped down (failed servers ",
-                                                 now.DebugString(), "); its keys are served by their backups")));
+      p.done(absl::UnavailableError(absl::StrCat("server ", self, " stepped down (servers ", now.DebugString(),
+                                                 "); its keys are served by their backups")));
     }
     return;
   }
-  spdlog::warn("server {} learns that servers {} failed: it serves the keys it backs up for them", options_.server_id,
-               ServerSet{added}.DebugString());
+  for (int s : rose) {
+    if (s == self) continue;
+    if (now.Failed(s)) {
+      spdlog::warn("server {} learns that server {} failed: it serves the keys it backs up for it", self, s);
+    } else if (now.Joining(s)) {
+      spdlog::warn("server {} learns that server {} joins the job: it copies it the keys it serves that {} holds",
+                   self, s, s);
+      if (options_.replica_link != nullptr) options_.replica_link->Renew(s);
+      if (initialized_) CopyAllTo(s);
+    } else {
+      spdlog::warn("server {} learns that server {} is live again, with a copy of every key it holds", self, s);
+    }
+  }
   if (!initialized_) return;
   absl::ReaderMutexLock state(&rewind_mu_);
   CompleteReadySyncSteps();
@@ -164,18 +200,18 @@ absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<Repli
   if (!initialized_) {
     return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is not initialised yet"));
   }
-  const ServerSet failed = FailedServers();
-  if (failed.Has(from)) {
+  const ServerView view = View();
+  if (!view.Live(from)) {
     return Refuse(absl::FailedPreconditionError(absl::StrCat("server ", options_.server_id,
                                                              " has taken over the keys of server ", from,
-                                                             " (failed servers ", failed.DebugString(),
+                                                             " (servers ", view.DebugString(),
                                                              "): server ", from, " must step down")));
   }
   std::vector<KeyState*> states;
   for (const ReplicaUpdate& u : updates) {
     absl::StatusOr<KeyState*> k = table_->Find(u.key);
     if (!k.ok()) return Refuse(k.status());
-    if ((*k)->info.server == options_.server_id || replicas_->Serving((*k)->info.server, failed) != from) {
+    if (replicas_->Serving((*k)->info.server, view) != from) {
       return Refuse(absl::InvalidArgumentError(absl::StrCat("server ", from, " sent key ", KeyName(u.key),
                                                             ", which it does not serve")));
     }
@@ -187,10 +223,15 @@ absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<Repli
     }
     states.push_back(*k);
   }
+  const bool joining = keys_to_copy_.load() > 0;
   for (size_t i = 0; i < updates.size(); ++i) {
     KeyState& k = *states[i];
-    absl::MutexLock lock(&k.mu);
-    if (updates[i].version > k.version) InstallReplica(k, updates[i]);
+    {
+      absl::MutexLock lock(&k.mu);
+      // Joining: the first copy of each key is installed whatever its version.
+      if (updates[i].version > k.version || (joining && !copied_[k.index].load())) InstallReplica(k, updates[i]);
+    }
+    if (joining) NoteCopied(k.index);
   }
   replica_keys_installed_.fetch_add(static_cast<int64_t>(updates.size()));
   return absl::OkStatus();
@@ -207,7 +248,7 @@ int64_t ParameterServerImpl::UnderReplicatedKeys() const {
   int64_t n = 0;
   for (size_t i = 0; i < table_->size(); ++i) {
     const KeyState& k = table_->key(i);
-    if (CheckServing(k).ok() && NextCopy(k) < 0) ++n;
+    if (CheckServing(k).ok() && GateCopy(k) < 0) ++n;
   }
   return n;
 }

@@ -38,7 +38,8 @@ ServerStats ParameterServerImpl::Stats() {
   s.replica_keys_sent = replica_keys_sent_;
   s.replica_keys_installed = replica_keys_installed_;
   s.replica_bytes_sent = replica_bytes_sent_;
-  s.failed_servers = FailedServers();
+  s.view = View();
+  s.keys_to_copy = keys_to_copy_.load();
   if (initialized_) {
     const Layout& layout = table_->map().layout();
     for (size_t t = 0; t < layout.tensors.size(); ++t) {

@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/command_line.h"
@@ -16,6 +17,7 @@
 #include "common/trace.h"
 #include "server/grpc_replica_link.h"
 #include "server/ps_server_host.h"
+#include "server/replica_joiner.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, bind_address, "0.0.0.0", "Address to listen on.");
@@ -31,6 +33,10 @@ ABSL_FLAG(int, replicas, 1,
 ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
           "With --replicas > 1: how long this server retries its backup before taking it for failed (its keys then "
           "have a single copy).");
+ABSL_FLAG(std::string, join, "",
+          "With --replicas > 1: every server's address, in id order (host:port,...): this server joins the running "
+          "job in --server_id's place (a restart, or a spare), has its keys copied from the servers that serve "
+          "them while the job runs, then backs them up again (docs/failures.md). Restores no checkpoint.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk (key) in bytes; a multiple of 4.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
 ABSL_FLAG(std::string, async_lr_scaling, "workers",
@@ -104,6 +110,10 @@ ABSL_FLAG(std::string, trace_file, "",
 namespace shardps {
 namespace {
 
+std::vector<std::string> JoinAddresses() {
+  return absl::StrSplit(absl::GetFlag(FLAGS_join), ',', absl::SkipEmpty());
+}
+
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions o;
   o.server_id = absl::GetFlag(FLAGS_server_id);
@@ -143,6 +153,12 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.optimizer.schedule.gamma = absl::GetFlag(FLAGS_lr_gamma);
   o.optimizer.schedule.total_steps = absl::GetFlag(FLAGS_lr_total_steps);
   o.optimizer.schedule.min_lr = absl::GetFlag(FLAGS_lr_min);
+  o.join = !absl::GetFlag(FLAGS_join).empty();
+  if (o.join && o.job.replicas < 2) return absl::InvalidArgumentError("--join needs --replicas=2 or more");
+  if (o.join && static_cast<int>(JoinAddresses().size()) != o.job.num_servers) {
+    return absl::InvalidArgumentError(absl::StrCat("--join names ", JoinAddresses().size(),
+                                                   " addresses; the job has ", o.job.num_servers, " servers"));
+  }
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every);
   o.row_ttl_steps = absl::GetFlag(FLAGS_row_ttl_steps);
@@ -199,6 +215,7 @@ int Run(ShutdownSignal& signal) {
     }
     link = *std::move(made);
     options->replica_link = link.get();
+    if (options->join) link->SetPeers(JoinAddresses());
   }
   RealClock clock;
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(*options, &clock);
@@ -207,6 +224,13 @@ int Run(ShutdownSignal& signal) {
     return 1;
   }
   if (int code = StoppedDuringStartUp(signal, "while restoring"); code >= 0) return code;
+  ParameterServer* const served = core->get();  // the host owns it from here on, and outlives the link
+  if (link != nullptr) {
+    link->SetViewExchange([served] { return served->View().Text(); },
+                          [served](absl::string_view text) {
+                            if (auto view = ServerView::Parse(text)) served->NoteView(*view);
+                          });
+  }
   HostOptions host_options;
   host_options.address = absl::GetFlag(FLAGS_bind_address);
   host_options.port = absl::GetFlag(FLAGS_port);
@@ -224,12 +248,22 @@ int Run(ShutdownSignal& signal) {
     spdlog::critical("cannot start: {}", std::string(host.status().message()));
     return 1;
   }
+  std::unique_ptr<ReplicaJoiner> joiner;
+  if (options->join) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(tls);
+    if (!credentials.ok()) {
+      spdlog::critical("cannot start: {}", std::string(credentials.status().message()));
+      return 1;
+    }
+    joiner = std::make_unique<ReplicaJoiner>(served, ReplicaJoinerOptions{JoinAddresses(), *credentials, *token});
+  }
   // Launchers read this line to learn the port.
   printf("LISTENING port=%d metrics_port=%d health_port=%d\n", (*host)->port(), (*host)->metrics_port(),
          (*host)->health_port());
   fflush(stdout);
   const int received = signal.Wait();
   spdlog::info("{}: shutting down", received != 0 ? absl::StrCat("signal ", received, " received") : "stop requested");
+  joiner.reset();
   (*host)->Shutdown();
   link.reset();  // joins its senders while the core is still there
   if (trace) {

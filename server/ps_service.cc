@@ -154,6 +154,15 @@ absl::StatusOr<wire::HeartbeatResponse> Heartbeat(ParameterServer* core, const w
   return resp;
 }
 
+absl::StatusOr<wire::JoinResponse> Join(ParameterServer* core, const wire::JoinRequest& req) {
+  const JoinInfo info = core->AnswerJoin(req.server_id());
+  wire::JoinResponse resp;
+  resp.set_initialized(info.initialized);
+  if (info.initialized) *resp.mutable_layout() = LayoutToProto(info.layout);
+  resp.set_timeline(info.timeline);
+  return resp;
+}
+
 absl::StatusOr<wire::RewindResponse> Rewind(ParameterServer* core, const wire::RewindRequest& req) {
   std::vector<RestartedServer> restarted;
   for (const wire::RestartedServer& r : req.restarted()) restarted.push_back({r.server_id(), r.incarnation()});
@@ -313,6 +322,7 @@ grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallback
   if (name == "Heartbeat") return Immediate(ctx, core, &Heartbeat);
   if (name == "Rewind") return Immediate(ctx, core, &Rewind);
   if (name == "Replicate") return Immediate(ctx, core, &Replicate);
+  if (name == "Join") return Immediate(ctx, core, &Join);
   UnaryReactor* r = nullptr;
   if (name == "Admin") r = new AdminReactor(ctx, core, stop);
   if (name == "Pull") r = new PullReactor(ctx, core);

@@ -47,6 +47,9 @@ class ReplicaLink {
   // keys over (the sender must step down); UNAVAILABLE when `to` did not
   // answer within the failover timeout (it is taken for failed).
   virtual void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) = 0;
+  // Server `to` came back (it joins the job): connect to it afresh rather
+  // than wait out a connection backoff from when it was down.
+  virtual void Renew(int to) { (void)to; }
 };
 
 }  // namespace shardps

@@ -12,6 +12,18 @@
 namespace shardps {
 namespace {
 
+int FailedCount(const ServerView& view) {
+  int n = 0;
+  for (int s = 0; s < kMaxReplicatedServers; ++s) n += view.Failed(s) ? 1 : 0;
+  return n;
+}
+
+int JoiningCount(const ServerView& view) {
+  int n = 0;
+  for (int s = 0; s < kMaxReplicatedServers; ++s) n += view.Joining(s) ? 1 : 0;
+  return n;
+}
+
 prometheus::MetricFamily Family(const std::string& name, const std::string& help,
                                 prometheus::MetricType type, double value, const std::string& server) {
   prometheus::ClientMetric metric;
@@ -142,7 +154,7 @@ class StatsCollectable final : public prometheus::Collectable {
                s.awaiting_rewind ? 1 : 0, id),
         Family("shardps_heartbeats_total", "Heartbeats answered.", T::Counter, s.heartbeats, id),
         Family("shardps_under_replicated_keys",
-               "Keys this server serves with fewer copies than --replicas (their next copy failed).", T::Gauge,
+               "Keys this server serves with fewer copies than --replicas (their next copy failed, or is joining and not yet filled).", T::Gauge,
                static_cast<double>(s.under_replicated_keys), id),
         Family("shardps_replica_keys_sent_total", "Updated keys forwarded to their next copy.", T::Counter,
                static_cast<double>(s.replica_keys_sent), id),
@@ -151,7 +163,11 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_replica_keys_installed_total", "Keys installed from a primary's updates.", T::Counter,
                static_cast<double>(s.replica_keys_installed), id),
         Family("shardps_failed_servers", "Servers this one knows to have failed (--replicas).", T::Gauge,
-               static_cast<double>(__builtin_popcountll(s.failed_servers.bits)), id),
+               static_cast<double>(FailedCount(s.view)), id),
+        Family("shardps_joining_servers", "Servers this one knows to be joining: being copied their keys (--join).",
+               T::Gauge, static_cast<double>(JoiningCount(s.view)), id),
+        Family("shardps_keys_to_copy", "While this server joins (--join): the keys not yet copied to it.", T::Gauge,
+               static_cast<double>(s.keys_to_copy), id),
         Family("shardps_heap_bytes", "Bytes malloc has handed out and not had back (memory in use).", T::Gauge,
                static_cast<double>(HeapBytesInUse()), id),
     };

@@ -80,6 +80,10 @@ struct ServerOptions {
   // (server/replica_link.h); must outlive the server. Null: updates stay
   // here, and pulls do not wait for a copy's acknowledgement.
   ReplicaLink* replica_link = nullptr;
+  // ps_server --join: this server joins a running replicated job (a restart
+  // or a spare): it restores no checkpoint; server/replica_joiner.h asks the
+  // peers for the job and the core is filled by copies (BeginJoin).
+  bool join = false;
 };
 
 // Updates that make one step of the learning-rate schedule

@@ -43,9 +43,9 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
     push_connections_->Mark(ctx->peer());
   }
   // Replication: the servers this worker knows to have failed.
-  if (auto it = ctx->client_metadata().find(kFailedServersKey); it != ctx->client_metadata().end()) {
-    if (std::optional<uint64_t> bits = ParseFailedServers(absl::string_view(it->second.data(), it->second.size()))) {
-      core_->NoteFailedServers(ServerSet{*bits});
+  if (auto it = ctx->client_metadata().find(kServerViewKey); it != ctx->client_metadata().end()) {
+    if (std::optional<ServerView> view = ServerView::Parse(absl::string_view(it->second.data(), it->second.size()))) {
+      core_->NoteView(*view);
     }
   }
   if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_, stop_)) return r;

@@ -40,8 +40,8 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   void Refuse(const absl::Status& status) { Reply(core_->RecordRefused(status)); }
   void Reply(const absl::Status& status, grpc::ByteBuffer response = {}) {
     ctx_->AddTrailingMetadata(kIncarnationKey, IncarnationText(core_->incarnation()));
-    if (const ServerSet failed = core_->FailedServers(); failed.bits != 0) {
-      ctx_->AddTrailingMetadata(kFailedServersKey, FailedServersText(failed.bits));
+    if (const ServerView view = core_->View(); !view.Pristine()) {
+      ctx_->AddTrailingMetadata(kServerViewKey, view.Text());
     }
     if (!status.ok()) return Finish(ToGrpcStatus(status));
     response_ = std::move(response);

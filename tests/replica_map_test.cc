@@ -24,17 +24,64 @@ TEST_CASE("a chain is the primary and the next servers, wrapping around") {
 
 TEST_CASE("the first live server of a chain serves it; none when every copy failed") {
   ReplicaMap map = *ReplicaMap::Build(3, 2);
-  ServerSet failed;
-  CHECK(map.Serving(1, failed) == 1);
-  CHECK(map.NextLiveAfter(1, 1, failed) == 2);
-  failed.Add(1);
-  CHECK(map.Serving(1, failed) == 2);
-  CHECK(map.Serving(0, failed) == 0);
-  CHECK(map.NextLiveAfter(0, 0, failed) == -1);  // 0's backup failed: a single copy
-  CHECK(map.NextLiveAfter(1, 2, failed) == -1);
-  failed.Add(2);
-  CHECK(map.Serving(1, failed) == -1);
-  CHECK(failed.DebugString() == "{1, 2}");
+  ServerView view;
+  CHECK(view.Pristine());
+  CHECK(map.Serving(1, view) == 1);
+  CHECK(map.NextCopy(1, 1, view) == 2);
+  view.MarkFailed(1);
+  CHECK(map.Serving(1, view) == 2);
+  CHECK(map.Serving(0, view) == 0);
+  CHECK(map.NextCopy(0, 0, view) == -1);  // 0's backup failed: a single copy
+  CHECK(map.NextCopy(1, 2, view) == -1);
+  view.MarkFailed(2);
+  CHECK(map.Serving(1, view) == -1);
+  CHECK(view.DebugString() == "{1 failed, 2 failed}");
+}
+
+TEST_CASE("a server that joins again backs up the keys it held, and serves them only once the other copy fails") {
+  ReplicaMap map = *ReplicaMap::Build(3, 2);
+  ServerView view;
+  view.MarkFailed(1);
+  view.MarkJoining(1);
+  CHECK(view.Joining(1));
+  CHECK(view.generation(1) > view.generation(0));
+  // Joining: it takes copies from the servers serving its keys, but pulls do
+  // not wait for it, and it serves nothing.
+  CHECK(map.Serving(1, view) == 2);
+  CHECK(map.NextCopy(1, 2, view) == 1);
+  CHECK(map.NextCopy(0, 0, view) == 1);
+  CHECK(map.NextCopy(1, 2, view, /*with_joining=*/false) == -1);
+  view.MarkLive(1);
+  CHECK(view.Live(1));
+  CHECK(map.Serving(1, view) == 2);  // the server that kept the keys keeps serving them
+  CHECK(map.NextCopy(1, 2, view, false) == 1);
+  CHECK(map.NextCopy(1, 1, view) == -1);
+  view.MarkFailed(2);  // the other copy's server fails: the rejoined one serves
+  CHECK(map.Serving(1, view) == 1);
+  CHECK(map.Serving(2, view) == 0);
+  view.MarkJoining(2);
+  view.MarkLive(2);
+  CHECK(map.Serving(1, view) == 1);
+  CHECK(map.NextCopy(1, 1, view) == 2);
+}
+
+TEST_CASE("views merge by the larger generation per server, and travel as text") {
+  ServerView a, b;
+  a.MarkFailed(1);
+  b.MarkFailed(1);
+  b.MarkJoining(1);
+  b.MarkFailed(3);
+  CHECK(a.Merge(b) == std::vector<int>{1, 3});
+  CHECK(a == b);
+  CHECK(a.Merge(b).empty());
+  CHECK(ServerView::Parse(a.Text()) == a);
+  CHECK(a.Text() == "0,5,0,1");
+  CHECK(ServerView::Parse("")->Pristine());
+  CHECK_FALSE(ServerView::Parse("1,x").has_value());
+  CHECK_FALSE(ServerView::Parse("-1").has_value());
+  a.MarkFailed(1);  // joining, then failed
+  CHECK(a.Failed(1));
+  CHECK(a.generation(1) == 7);
 }
 
 TEST_CASE("bad replica counts are refused with the reason") {

@@ -114,7 +114,7 @@ TEST_CASE("replication: every key has two copies, and each step reaches the back
     CHECK(st.replica_keys_installed > 0);
     CHECK(st.replica_keys_sent > 0);
     CHECK(st.under_replicated_keys == 0);
-    CHECK(st.failed_servers.bits == 0);
+    CHECK(st.view.Pristine());
   }
 }
 
@@ -134,7 +134,7 @@ TEST_CASE("replication: a killed server costs no step and changes no bit of the 
       CHECK(Bitwise(w, calm));
       const int backup = (killed + 1) % kServers;
       const ServerStats st = cluster.core(backup)->Stats();
-      CHECK(st.failed_servers.Has(killed));
+      CHECK(st.view.Failed(killed));
       CHECK(st.max_version == kSteps);
       // The killed server's keys now have one copy, on its backup; the
       // keys the killed server backed up have one copy on their primary.
@@ -164,21 +164,21 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
   CHECK_THAT(std::string(refused.status().message()), Catch::Contains("as a backup of server 0"));
 
   SECTION("once server 0 is reported failed, server 1 serves them") {
-    ServerSet failed;
-    failed.Add(0);
-    cluster.core(1)->NoteFailedServers(failed);
+    ServerView failed;
+    failed.MarkFailed(0);
+    cluster.core(1)->NoteView(failed);
     CHECK(cluster.core(1)->Push(reg->session_id, 0, {chunk}).ok());
   }
   SECTION("server 0, named failed, steps down, and its backup refuses its updates") {
-    ServerSet failed;
-    failed.Add(0);
-    cluster.core(0)->NoteFailedServers(failed);
+    ServerView failed;
+    failed.MarkFailed(0);
+    cluster.core(0)->NoteView(failed);
     absl::StatusOr<Registration> own = cluster.core(0)->Register(0, JobOfSmallLayout(), std::nullopt);
     REQUIRE(own.ok());
     auto stepped_down = cluster.core(0)->Push(own->session_id, 0, {chunk});
     REQUIRE(stepped_down.status().code() == absl::StatusCode::kUnavailable);
     CHECK_THAT(std::string(stepped_down.status().message()), Catch::Contains("stepped down"));
-    cluster.core(1)->NoteFailedServers(failed);
+    cluster.core(1)->NoteView(failed);
     ReplicaUpdate u{of_server_0.key, 5, std::make_shared<const std::vector<float>>(g),
                     {std::vector<float>(g.size(), 0.0f)}};
     absl::Status taken_over = cluster.core(1)->ApplyReplica(0, {u});

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/shard_checkpoint.h"
@@ -92,6 +93,36 @@ TEST_CASE("a socket priority that cannot be set: exit 1 saying what can", "[star
   INFO(log);
   REQUIRE(code == 1);
   REQUIRE_THAT(log, Catch::Contains("--socket_priority=-3 cannot be set here"));
+}
+
+TEST_CASE("--join without replicas, or with the wrong number of addresses: exit 2 saying why", "[startup][process]") {
+  const std::string dir = TempDir("join-flags");
+  std::string log;
+  CHECK(RunServer({"--port=0", "--num_servers=2", "--join=127.0.0.1:1,127.0.0.1:2"}, dir + "/a.log", &log) == 2);
+  CHECK_THAT(log, Catch::Contains("--join needs --replicas=2 or more"));
+  CHECK(RunServer({"--port=0", "--num_servers=3", "--replicas=2", "--join=127.0.0.1:1,127.0.0.1:2"}, dir + "/b.log",
+                  &log) == 2);
+  CHECK_THAT(log, Catch::Contains("--join names 2 addresses; the job has 3 servers"));
+}
+
+TEST_CASE("--join with no job running anywhere: the server waits, saying so, and SIGTERM ends it", "[startup][process]") {
+  const std::string dir = TempDir("join-nobody");
+  const std::string log_path = dir + "/server.log";
+  // Server 0's peer, server 1, is a port nothing listens on.
+  ChildProcess server(RunfilePath("server/ps_server"),
+                      {"--port=0", "--server_id=0", "--num_servers=2", "--replicas=2",
+                       absl::StrCat("--join=127.0.0.1:1,127.0.0.1:", FreePort())},
+                      log_path);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!absl::StrContains(ReadFile(log_path), "waiting for a server of the job") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  server.Send(SIGTERM);
+  const int code = server.Wait();
+  const std::string log = ReadFile(log_path);
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("--join: waiting for a server of the job that runs it"));
+  CHECK(code == 0);
 }
 
 TEST_CASE("SIGTERM at any moment of start-up, a slow restore included, exits 0", "[startup][process]") {

@@ -19,6 +19,7 @@
 #include "proto/shardps.grpc.pb.h"
 #include "server/grpc_replica_link.h"
 #include "server/ps_server_host.h"
+#include "server/replica_joiner.h"
 #include "client/ps_client.h"
 
 namespace shardps::testing {
@@ -49,6 +50,7 @@ class TestCluster {
       : options_(options), host_(host), clock_(clock != nullptr ? clock : &real_clock_) {
     host_.address = "127.0.0.1";
     links_.resize(options.job.num_servers);
+    joiners_.resize(options.job.num_servers);
     for (int s = 0; s < options.job.num_servers; ++s) hosts_.push_back(StartServer(s, 0));
   }
   // The links call into the cores: each goes after its host's shutdown and
@@ -59,6 +61,7 @@ class TestCluster {
 
   // Stops server s for good (its port then refuses connections).
   void Kill(int s) {
+    joiners_[s].reset();
     if (hosts_[s] != nullptr) hosts_[s]->Shutdown(absl::ZeroDuration());
     links_[s].reset();
     hosts_[s].reset();
@@ -71,6 +74,23 @@ class TestCluster {
     const int port = hosts_[s]->port();
     Kill(s);
     hosts_[s] = StartServer(s, port);
+  }
+
+  // Stops server s (if running) and starts a new one on its port that joins the running
+  // job as ps_server --join does (server/replica_joiner.h): no restore, its
+  // keys copied from the servers that serve them. Needs replicas > 1.
+  void RestartJoining(int s) {
+    const int port = ports_[s];  // server s may have been killed already
+    const std::vector<std::string> addresses = Addresses();
+    Kill(s);
+    hosts_[s] = StartServer(s, port, /*join=*/true);
+    ParameterServer* core = hosts_[s]->core();
+    links_[s]->SetPeers(addresses);
+    ReplicaJoinerOptions j;
+    j.peers = addresses;
+    j.credentials = grpc::InsecureChannelCredentials();
+    j.poll = absl::Milliseconds(20);
+    joiners_[s] = std::make_unique<ReplicaJoiner>(core, j);
   }
 
   std::vector<std::string> Addresses() const {
@@ -122,15 +142,23 @@ class TestCluster {
   }
 
  private:
-  std::unique_ptr<PsServerHost> StartServer(int s, int port) {
+  std::unique_ptr<PsServerHost> StartServer(int s, int port, bool join = false) {
     ServerOptions o = options_;
     o.server_id = s;
+    o.join = join;
     if (o.job.replicas > 1) {
       links_[s] = *GrpcReplicaLink::Create(ReplicaLinkOptions{absl::Milliseconds(500)});
       o.replica_link = links_[s].get();
     }
     auto core = ParameterServer::Create(o, clock_);
     if (!core.ok()) throw std::runtime_error(std::string(core.status().message()));
+    if (links_[s] != nullptr) {  // as ps_server_main does
+      ParameterServer* served = core->get();
+      links_[s]->SetViewExchange([served] { return served->View().Text(); },
+                                 [served](absl::string_view text) {
+                                   if (auto view = ServerView::Parse(text)) served->NoteView(*view);
+                                 });
+    }
     HostOptions h = host_;
     h.port = port;
     auto started = PsServerHost::Start(h, *std::move(core), clock_);
@@ -147,6 +175,7 @@ class TestCluster {
   Clock* const clock_;
   std::vector<std::unique_ptr<GrpcReplicaLink>> links_;  // before hosts_: destroyed after them
   std::vector<std::unique_ptr<PsServerHost>> hosts_;
+  std::vector<std::unique_ptr<ReplicaJoiner>> joiners_;  // after hosts_: destroyed before them
   std::vector<int> ports_;  // a killed server's too
 };
 

@@ -76,13 +76,22 @@ class ChaosJob {
     return step;
   }
 
-  void StartServer(int s) {
-    server_procs_[s] = std::make_unique<ChildProcess>(
-        RunfilePath("server/ps_server"),
-        std::vector<std::string>{"--flagfile=" + dir_ + "/job.flags", absl::StrCat("--server_id=", s),
-                                 absl::StrCat("--port=", ports_[s])},
-        absl::StrCat(dir_, "/server-", s, ".", server_runs_[s]++, ".log"));
+  // `extra` flags after the job's (--join=..., say).
+  void StartServer(int s, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args{"--flagfile=" + dir_ + "/job.flags", absl::StrCat("--server_id=", s),
+                                  absl::StrCat("--port=", ports_[s])};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server_procs_[s] = std::make_unique<ChildProcess>(RunfilePath("server/ps_server"), args,
+                                                      absl::StrCat(dir_, "/server-", s, ".", server_runs_[s]++, ".log"));
   }
+  // Every server's address, in id order, comma-separated.
+  std::string ServerAddresses() const {
+    std::vector<std::string> addresses;
+    for (int port : ports_) addresses.push_back(absl::StrCat("127.0.0.1:", port));
+    return absl::StrJoin(addresses, ",");
+  }
+  // The log of server `s`'s latest process.
+  std::string LatestServerLog(int s) const { return ReadFile(ServerLog(s, server_runs_[s] - 1)); }
   void StartWorker(int r) {
     std::vector<std::string> addresses;
     for (int s = 0; s < servers_; ++s) {

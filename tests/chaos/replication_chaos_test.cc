@@ -4,6 +4,9 @@
 // go on without a rewind or a restart; a sync job ends at the weights of
 // the same job run undisturbed, bit for bit (ps_worker's
 // final_weights_fnv1a), an async one within half a point of its accuracy.
+// And re-replication: the killed server started again with --join is copied
+// its keys while the job runs, after which the kill of the other copy's
+// server loses nothing either.
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
@@ -55,6 +58,41 @@ std::string Run(ChaosJob& job, Fault fault, bool versions_count_pushes = false) 
   const std::vector<int> workers = job.WaitWorkers(deadline);
   std::vector<int> servers = job.StopServers();
   if (kill) servers.erase(servers.begin() + 1);  // killed
+  if (std::count(workers.begin(), workers.end(), 0) == kWorkers &&
+      std::count(servers.begin(), servers.end(), 0) == static_cast<int>(servers.size())) {
+    return "";
+  }
+  return absl::StrCat("exit codes: workers [", absl::StrJoin(workers, ", "), "], servers [",
+                      absl::StrJoin(servers, ", "), "]");
+}
+
+// Waits until the job's step passes `step`; false at the deadline.
+bool AwaitStep(ChaosJob& job, int64_t step, absl::Time deadline) {
+  while (job.Step(false) < step && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  return absl::Now() < deadline;
+}
+
+// Sync: kill -9 of server 1 at kKillAt; 40 steps later it is started again
+// with --join; once it logs that it is live again (every key copied) and 40
+// more steps have passed, kill -9 of server 2, which served server 1's keys
+// meanwhile. Returns what went wrong, or "".
+std::string RunKillRejoinKill(ChaosJob& job) {
+  const absl::Time deadline = absl::Now() + kDeadline;
+  job.Start();
+  if (!AwaitStep(job, kKillAt, deadline)) return "the job never reached the first kill";
+  job.KillServer(1);
+  if (!AwaitStep(job, kKillAt + 40, deadline)) return "the job did not go on after the first kill";
+  job.StartServer(1, {"--join=" + job.ServerAddresses()});
+  while (!absl::StrContains(job.LatestServerLog(1), "live again") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (absl::Now() >= deadline) return "server 1 never became live again after --join";
+  const int64_t live_at = job.Step(false);
+  if (!AwaitStep(job, live_at + 40, deadline)) return "the job did not go on after server 1 joined";
+  job.KillServer(2);
+  const std::vector<int> workers = job.WaitWorkers(deadline);
+  std::vector<int> servers = job.StopServers();
+  servers.erase(servers.begin() + 2);  // killed
   if (std::count(workers.begin(), workers.end(), 0) == kWorkers &&
       std::count(servers.begin(), servers.end(), 0) == static_cast<int>(servers.size())) {
     return "";
@@ -117,6 +155,28 @@ TEST_CASE("replication: a paused primary is failed over, and steps down when it 
   // whose updates server 1 backs up; the workers learn it either way.
   CHECK_THAT(r.logs, Catch::Contains("server 1 failed (") && Catch::Contains("served by server 2"));
   CHECK_THAT(r.logs, Catch::Contains("[server 1] server 1 is named failed") || Catch::Contains("stepping down"));
+}
+
+TEST_CASE("replication: a killed server joins again, is re-filled, and then the other copy can go", "[chaos][replication]") {
+  Runs r{TempDir("replication-rejoin-undisturbed"), TempDir("replication-rejoin"), ""};
+  ChaosJob calm(r.calm_dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string calm_error = Run(calm, Fault::kNone);
+  INFO(calm_error << "\n" << calm.AllLogs());
+  REQUIRE(calm_error.empty());
+  ChaosJob job(r.dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string error = RunKillRejoinKill(job);
+  INFO(error << "\n" << job.AllLogs());
+  REQUIRE(error.empty());
+  // Two servers killed, one after the other: every step kept, to the bit.
+  CHECK(SummaryField(r.dir, "final_weights_fnv1a") == SummaryField(r.calm_dir, "final_weights_fnv1a"));
+  CHECK(SummaryField(r.dir, "rejoins") == "0");
+  CHECK(SummaryField(r.dir, "steps_redone") == "0");
+  const std::string logs = job.AllLogs();
+  CHECK_THAT(logs, Catch::Contains("server 1 joins the job"));
+  CHECK_THAT(logs, Catch::Contains("copying") && Catch::Contains("to server 1, which joins"));
+  CHECK_THAT(logs, Catch::Contains("server 1 is live again") && Catch::Contains("registering with it"));
+  CHECK_THAT(logs, Catch::Contains("server 2 failed") && Catch::Contains("server 1 learns that server 2 failed"));
+  CHECK_THAT(logs, !Catch::Contains("rewound the job"));
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+// ServerConnection (client/server_connection.h): its part in replication
+// (client/failover.h): the view of the job's servers that answers carry,
+// calls handed to the server serving this one's keys, a silent server taken
+// for failed, and registering with a server that is live again.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/failover.h"
+#include "client/server_connection.h"
+#include "common/rpc_metadata.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+
+void ServerConnection::Revive() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (reviving_ || stopped_) return;
+    reviving_ = true;
+  }
+  Register(failover_->RevivalPoint(), [this](absl::StatusOr<wire::RegisterResponse> r) {
+    if (!r.ok()) {
+      spdlog::warn("registering with server {}, live again: {}", server_id_, std::string(r.status().message()));
+    }
+    std::vector<std::shared_ptr<CallState>> held;
+    {
+      absl::MutexLock lock(&mu_);
+      reviving_ = false;
+      held.swap(held_for_revival_);
+    }
+    for (auto& call : held) StartAttempt(std::move(call));
+  });
+}
+
+void ServerConnection::NoteServerView(const grpc::ClientContext& ctx) {
+  if (failover_ == nullptr) return;
+  const auto& metadata = ctx.GetServerTrailingMetadata();
+  auto it = metadata.find(kServerViewKey);
+  if (it == metadata.end()) return;
+  if (const std::optional<ServerView> view = ServerView::Parse(absl::string_view(it->second.data(), it->second.size()))) {
+    failover_->Merge(*view, absl::StrCat("server ", server_id_, " says so"));
+  }
+}
+
+bool ServerConnection::Redirect(const std::shared_ptr<CallState>& call) {
+  if (failover_ == nullptr || !call->spec.fails_over) return false;
+  if (call->spec.keys_of < 0) call->spec.keys_of = server_id_;
+  ServerConnection* next = failover_->Serving(call->spec.keys_of);
+  if (next == nullptr || next == this) return false;
+  next->Call(call->spec, call->attempt, std::move(call->done));
+  call->done = nullptr;
+  absl::MutexLock lock(&mu_);
+  --calls_in_flight_;
+  return true;
+}
+
+bool ServerConnection::ProbeForFailover() {
+  if (failover_ == nullptr || !failover_->armed()) return false;
+  const absl::Time now = clock_->Now();
+  const absl::Duration timeout = failover_->timeout();
+  bool probe = false, silent_too_long = false;
+  absl::Duration silent;
+  {
+    absl::MutexLock lock(&mu_);
+    // This process did not run for a while (paused itself): the silence is
+    // its own, not the server's; start counting again.
+    if (now - last_tend_ > timeout / 2) {
+      last_answer_ = now;
+      last_probe_ = absl::InfinitePast();
+    }
+    last_tend_ = now;
+    if (calls_in_flight_ == 0 || session_ == 0 || stopped_) return false;
+    silent = now - last_answer_;
+    if (silent >= timeout && last_probe_ != absl::InfinitePast() && now - last_probe_ >= timeout / 2) {
+      silent_too_long = true;
+    } else if (silent >= timeout / 3 && now - last_probe_ >= timeout / 3) {
+      probe = true;
+      last_probe_ = now;
+    }
+  }
+  if (probe) SendHeartbeat();  // a live server answers it, however long its pulls wait
+  if (!silent_too_long) return false;
+  // This cancels the calls waiting here: they retry, and go to the backup.
+  TakeForFailed(absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
+                             ", heartbeats included (--server_timeout_for_failover ", absl::FormatDuration(timeout),
+                             ")"));
+  return true;
+}
+
+void ServerConnection::TakeForFailed(const std::string& why) {
+  failover_->MarkFailed(server_id_, why);
+}
+
+}  // namespace shardps

@@ -1,0 +1,92 @@
+// ParameterServerImpl: a server joining a running replicated job
+// (DESIGN.md, "Replication": re-replication; ps_server --join). The joiner
+// builds its keys empty from a peer's layout and marks itself joining in
+// the job's view (common/replica_map.h); every server that learns it copies
+// it, whole, the keys it serves that the joiner holds, and forwards their
+// updates to it from then on; pulls do not wait for a joining copy. Once
+// every key it holds has been copied, the joiner marks itself live: pulls
+// wait for its acknowledgements again, and it serves its keys should the
+// other copy's server fail.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/parameter_server_impl.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+
+JoinInfo ParameterServerImpl::AnswerJoin(int from) {
+  JoinInfo info;
+  absl::ReaderMutexLock state(&rewind_mu_);
+  info.timeline = timeline_;
+  // A server that is joining itself has nothing to give yet.
+  if (!initialized_ || keys_to_copy_.load() > 0 || View().Joining(options_.server_id)) return info;
+  info.initialized = true;
+  info.layout = table_->map().layout();
+  spdlog::info("server {} asks to join: told the job's layout and timeline {}", from, info.timeline);
+  return info;
+}
+
+absl::Status ParameterServerImpl::BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) {
+  if (!Replicating()) return absl::FailedPreconditionError("--join needs --replicas > 1");
+  absl::StatusOr<KeyMap> map = KeyMap::Build(layout, options_.job.num_servers, options_.job.partition_bytes);
+  if (!map.ok()) return map.status();
+  const int self = options_.server_id;
+  ServerView joined;
+  {
+    absl::WriterMutexLock state(&rewind_mu_);
+    absl::MutexLock lock(&init_mu_);
+    if (initialized_) {
+      return absl::FailedPreconditionError(absl::StrCat("server ", self, " is initialised already (by the job's "
+                                                        "workers: a new job), nothing to join"));
+    }
+    InstallKeys(*std::move(map));
+    timeline_ = timeline;
+    copied_ = std::make_unique<std::atomic<bool>[]>(table_->size());
+    for (size_t i = 0; i < table_->size(); ++i) copied_[i] = false;
+    keys_to_copy_ = static_cast<int64_t>(table_->size());
+    absl::MutexLock view_lock(&view_mu_);
+    view_.Merge(view);
+    view_.MarkJoining(self);
+    joined = view_;
+    pristine_.store(false, std::memory_order_release);
+  }
+  spdlog::warn("server {} joins the job (timeline {}): {} keys, {} bytes to be copied from the servers that serve "
+               "them (servers {})",
+               self, timeline, table_->size(), table_->owned_bytes(), joined.DebugString());
+  if (table_->size() == 0) NoteCopied(0);
+  return absl::OkStatus();
+}
+
+void ParameterServerImpl::CopyAllTo(int joiner) {
+  int64_t queued = 0;
+  {
+    absl::ReaderMutexLock state(&rewind_mu_);
+    for (size_t i = 0; i < table_->size(); ++i) {
+      KeyState& k = table_->key(i);
+      absl::MutexLock lock(&k.mu);
+      if (NextCopy(k) != joiner || !CheckServing(k).ok()) continue;
+      QueueReplica(k);
+      ++queued;
+    }
+  }
+  spdlog::info("server {}: copying {} keys to server {}, which joins", options_.server_id, queued, joiner);
+  FlushReplicas();
+}
+
+void ParameterServerImpl::NoteCopied(size_t index) {
+  if (index < table_->size() && copied_[index].exchange(true)) return;
+  if (index < table_->size() && keys_to_copy_.fetch_sub(1) != 1) return;
+  ServerView now;
+  {
+    absl::MutexLock lock(&view_mu_);
+    view_.MarkLive(options_.server_id);
+    now = view_;
+  }
+  const auto [low, high] = table_->VersionRange();
+  checkpointer_.Attach(table_.get(), low, timeline_, /*write_now=*/false);
+  spdlog::warn("server {} has a copy of every key it holds ({} keys at versions {}..{}): live again (servers {})",
+               options_.server_id, table_->size(), low, high, now.DebugString());
+}
+
+}  // namespace shardps

@@ -1,0 +1,128 @@
+#include "server/replica_joiner.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/grpc_status.h"
+#include "common/rpc_metadata.h"
+#include "common/security.h"
+#include "spdlog/spdlog.h"
+
+namespace shardps {
+
+ReplicaJoiner::ReplicaJoiner(ParameterServer* core, ReplicaJoinerOptions options)
+    : core_(core), options_(std::move(options)) {
+  for (const std::string& address : options_.peers) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+    stubs_.push_back(wire::ParameterService::NewStub(grpc::CreateCustomChannel(address, options_.credentials, args)));
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+ReplicaJoiner::~ReplicaJoiner() {
+  stop_.Notify();
+  thread_.join();
+}
+
+std::optional<wire::JoinResponse> ReplicaJoiner::Ask(int s, ServerView* theirs) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  if (!options_.auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
+  if (const ServerView view = core_->View(); !view.Pristine()) ctx.AddMetadata(kServerViewKey, view.Text());
+  wire::JoinRequest req;
+  req.set_server_id(core_->server_id());
+  wire::JoinResponse resp;
+  const grpc::Status status = stubs_[s]->Join(&ctx, req, &resp);
+  const auto& trailing = ctx.GetServerTrailingMetadata();
+  if (auto it = trailing.find(kServerViewKey); it != trailing.end()) {
+    if (auto view = ServerView::Parse(absl::string_view(it->second.data(), it->second.size()))) {
+      if (theirs != nullptr) theirs->Merge(*view);
+      else core_->NoteView(*view);
+    }
+  }
+  if (!status.ok()) {
+    spdlog::debug("join: server {} at {}: {}", s, options_.peers[s], status.error_message());
+    return std::nullopt;
+  }
+  return resp;
+}
+
+bool ReplicaJoiner::FindJob(wire::JoinResponse* job, ServerView* view) {
+  absl::Time last_log = absl::Now();
+  for (;;) {
+    if (core_->Stats().initialized) {
+      spdlog::info("--join: initialised by the job's workers (a new job): nothing to join");
+      return false;
+    }
+    for (int s = 0; s < static_cast<int>(stubs_.size()); ++s) {
+      if (s == core_->server_id()) continue;
+      std::optional<wire::JoinResponse> r = Ask(s, view);
+      if (r && r->initialized()) {
+        *job = *std::move(r);
+        return true;
+      }
+    }
+    if (absl::Now() - last_log >= options_.log_every) {
+      last_log = absl::Now();
+      spdlog::warn("--join: waiting for a server of the job that runs it (asked {})", absl::StrJoin(options_.peers, ", "));
+    }
+    if (Stopping(options_.poll)) return false;
+  }
+}
+
+void ReplicaJoiner::TellPeers(const char* what) {
+  std::vector<bool> told(stubs_.size(), false);
+  told[core_->server_id()] = true;
+  absl::Time last_log = absl::Now();
+  for (;;) {
+    const ServerView view = core_->View();
+    bool all = true;
+    for (size_t s = 0; s < stubs_.size(); ++s) {
+      if (told[s] || view.Failed(static_cast<int>(s))) continue;
+      told[s] = Ask(static_cast<int>(s)).has_value();
+      all = all && told[s];
+    }
+    if (all) return;
+    if (absl::Now() - last_log >= options_.log_every) {
+      last_log = absl::Now();
+      spdlog::warn("--join: telling the job's servers that this one {}: some have not answered yet", what);
+    }
+    if (Stopping(options_.poll)) return;
+  }
+}
+
+void ReplicaJoiner::Run() {
+  wire::JoinResponse job;
+  ServerView view;  // the peers' (this server's own is still pristine: it knows nothing)
+  if (!FindJob(&job, &view)) return;
+  absl::StatusOr<Layout> layout = LayoutFromProto(job.layout());
+  if (!layout.ok()) {
+    spdlog::error("--join: the job's layout does not parse: {}", std::string(layout.status().message()));
+    return;
+  }
+  if (absl::Status joined = core_->BeginJoin(*layout, job.timeline(), view); !joined.ok()) {
+    spdlog::info("--join: {}", std::string(joined.message()));
+    return;
+  }
+  TellPeers("joins");
+  absl::Time last_log = absl::Now();
+  while (!core_->View().Live(core_->server_id())) {
+    if (Stopping(options_.poll)) return;
+    if (core_->View().Failed(core_->server_id())) {
+      spdlog::error("--join: this server was taken for failed while its keys were copied to it (servers {}); "
+                    "start it again with --join",
+                    core_->View().DebugString());
+      return;
+    }
+    if (absl::Now() - last_log >= options_.log_every) {
+      last_log = absl::Now();
+      spdlog::warn("--join: {} keys not yet copied to this server (servers {})", core_->Stats().keys_to_copy,
+                   core_->View().DebugString());
+    }
+  }
+  TellPeers("is live again");
+}
+
+}  // namespace shardps

@@ -1,0 +1,126 @@
+// Re-replication (DESIGN.md, "Replication"; ps_server --join): a killed
+// server started again joins the running job, is copied its keys while the
+// workers go on, and then backs them up again, so that the kill of the
+// other copy's server loses nothing either. In-process servers over real
+// gRPC (tests/test_cluster.h), 3 servers, --replicas=2; the same with real
+// processes is tests/chaos:replication_chaos_test.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+constexpr int kServers = 3;
+constexpr int kWorkers = 2;
+constexpr int kSteps = 10;
+
+ServerOptions Options(Mode mode) {
+  ServerOptions o = SyncOptions(kServers, kWorkers);
+  o.job.mode = mode;
+  o.job.replicas = 2;
+  o.optimizer.lr = 0.5;
+  o.optimizer.momentum = 0.9;  // a slot the copies must have too
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  return o;
+}
+
+std::vector<std::vector<float>> GradientOf(int rank, int64_t step) {
+  auto g = Zeros(SmallLayout());
+  for (size_t t = 0; t < g.size(); ++t) {
+    for (size_t i = 0; i < g[t].size(); ++i) g[t][i] = 0.1f * (rank + 1) + 0.013f * step - 0.007f * i + 0.3f * t;
+  }
+  return g;
+}
+
+// kSteps steps of both workers in lockstep; events[step] runs before worker
+// 1's push of that step. Returns worker 0's last pull.
+std::vector<std::vector<float>> Train(TestCluster& cluster, const std::map<int64_t, std::function<void()>>& events) {
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
+  REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
+  std::vector<std::vector<float>> w = Zeros(SmallLayout());
+  for (int64_t step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < kWorkers; ++r) {
+      if (auto e = events.find(step); e != events.end() && r == 1) e->second();
+      absl::Status pushed = PushAll(*workers[r], step, GradientOf(r, step));
+      INFO("worker " << r << " step " << step << ": " << pushed);
+      REQUIRE(pushed.ok());
+    }
+    for (int r = 0; r < kWorkers; ++r) {
+      absl::Status pulled = PullAll(*workers[r], step + 1, w);
+      INFO("worker " << r << " step " << step << ": " << pulled);
+      REQUIRE(pulled.ok());
+    }
+  }
+  return w;
+}
+
+// Waits (real time, up to 20 s) until every live server sees `s` live.
+bool AwaitLive(TestCluster& cluster, int s, const std::vector<int>& servers) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  for (;;) {
+    bool all = true;
+    for (int t : servers) all = all && cluster.core(t)->View().Live(s);
+    if (all) return true;
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+TEST_CASE("rejoin: a killed server joins again, is copied its keys, and then the other copy can go", "[replication]") {
+  for (Mode mode : {Mode::kSync, Mode::kAsync}) {
+    INFO(ModeName(mode));
+    std::vector<std::vector<float>> calm;
+    {
+      TestCluster cluster(Options(mode));
+      calm = Train(cluster, {});
+    }
+    TestCluster cluster(Options(mode));
+    ServerStats joining_stats;
+    const auto w = Train(cluster, {{2, [&] { cluster.Kill(1); }},
+                                   {4,
+                                    [&] {
+                                      cluster.RestartJoining(1);
+                                      REQUIRE(AwaitLive(cluster, 1, {0, 1, 2}));
+                                      joining_stats = cluster.core(1)->Stats();
+                                    }},
+                                   {7, [&] { cluster.Kill(2); }}});
+    // Server 1 took every key it holds from the servers that kept them.
+    CHECK(joining_stats.keys_to_copy == 0);
+    CHECK(joining_stats.replica_keys_installed >= joining_stats.num_keys);
+    CHECK(joining_stats.view.Failed(1) == false);
+    // Server 2's keys are served by server 0 now, server 1's by server 1,
+    // and every update of every step is there: sync ends at the undisturbed
+    // run's weights, bit for bit; async has counted every push.
+    for (int s : {0, 1}) {
+      const ServerStats st = cluster.core(s)->Stats();
+      INFO("server " << s);
+      CHECK(st.view.Failed(2));
+      CHECK(st.max_version == (mode == Mode::kSync ? kSteps : kSteps * kWorkers));
+    }
+    CHECK(cluster.core(1)->Stats().min_version == (mode == Mode::kSync ? kSteps : kSteps * kWorkers));
+    if (mode == Mode::kSync) CHECK(w == calm);
+  }
+}
+
+TEST_CASE("rejoin: a running server tells a joiner the job's layout; an initialised server cannot join",
+          "[replication]") {
+  TestCluster cluster(Options(Mode::kSync));
+  std::unique_ptr<PsClient> worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  const JoinInfo running = cluster.core(0)->AnswerJoin(1);
+  CHECK(running.initialized);
+  CHECK(running.layout == SmallLayout());
+  // An initialised server cannot join (its workers made it a new job).
+  const absl::Status again = cluster.core(0)->BeginJoin(SmallLayout(), 0, ServerView());
+  CHECK(again.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(again.message()), Catch::Contains("nothing to join"));
+}
+
+}  // namespace
+}  // namespace shardps::testing
