@@ -1,7 +1,8 @@
 """The PyTorch example (python/examples/fashion_mnist.py) as the workers of
 real jobs launched by deploy/ps_launch --script: it trains to accuracy in
 sync and in async mode without a change, and a server killed with SIGKILL
-and restarted mid-run makes the workers line up again and finish."""
+and restarted mid-run makes the workers line up again and finish (with
+--replicas=2: the restarted server joins again, and nothing is rewound)."""
 import glob
 import json
 import os
@@ -76,6 +77,41 @@ class LaunchTest(unittest.TestCase):
         self.assertIn("rejoined the job at step", logs)
         self.assertGreaterEqual(summaries(out)[0]["final_test_accuracy"], 0.80)
 
+
+    def rejoin_job(self, *flags):
+        """A replicated sync job whose server 1 is killed at step 100 and
+        restarted by ps_launch; returns the launcher's output and the logs."""
+        out = tempfile.mkdtemp(prefix="shardps-rejoin.")
+        proc = launch(out, "--mode=sync", "--replicas=2", "--restart_servers=1", *flags)
+        worker_log = os.path.join(out, "worker-0.log")
+        deadline = time.time() + 120
+        while time.time() < deadline:  # until the job is past step 100
+            if os.path.exists(worker_log) and "step 100/" in open(worker_log).read():
+                break
+            time.sleep(0.1)
+        os.kill(int(open(os.path.join(out, "server-1.pid")).read()), signal.SIGKILL)
+        try:
+            log, _ = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            self.fail("the job did not finish within 150 s of the kill")
+        logs = {}
+        for f in glob.glob(os.path.join(out, "*.log")):
+            with open(f) as text:
+                logs[os.path.basename(f)] = text.read()
+        self.assertEqual(proc.returncode, 0, (log + "".join(logs.values()))[-4000:])
+        self.assertEqual({x["steps"] for x in summaries(out)}, {468})
+        self.assertGreaterEqual(summaries(out)[0]["final_test_accuracy"], 0.80)
+        return log, logs
+
+    def test_a_replicated_server_killed_mid_run_joins_again_without_a_rewind(self):
+        for tls in ("none", "mutual"):  # mutual TLS: the servers' own certificates between them
+            with self.subTest(tls=tls):
+                log, logs = self.rejoin_job("--tls=" + tls)
+                self.assertIn("server 1 joins the running job", log)
+                self.assertIn("has a copy of every key it holds", logs["server-1.log"])
+                self.assertIn("server 1 is live again", logs["worker-0.log"])
+                self.assertNotIn("rejoined the job at step", logs["worker-0.log"] + logs["worker-1.log"])
 
 if __name__ == "__main__":
     unittest.main()
