@@ -51,8 +51,8 @@ absl::Status ParameterServerImpl::BeginJoin(const Layout& layout, int64_t timeli
     joined = view_;
     pristine_.store(false, std::memory_order_release);
   }
-  spdlog::warn("server {} joins the job (timeline {}): {} keys, {} bytes to be copied from the servers that serve "
-               "them (servers {})",
+  spdlog::warn("server {} joins the job (timeline {}): {} keys, {} bytes of weights (and their optimizer slots) to "
+               "be copied from the servers that serve them (servers {})",
                self, timeline, table_->size(), table_->owned_bytes(), joined.DebugString());
   if (table_->size() == 0) NoteCopied(0);
   return absl::OkStatus();
