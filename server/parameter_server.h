@@ -222,6 +222,13 @@ class ParameterServer {
   // to it (ApplyReplica). FAILED_PRECONDITION once initialised (by workers:
   // a new job).
   virtual absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) = 0;
+  // A server that stepped down (named failed while it lived: it was paused,
+  // say) joins again as BeginJoin does, keeping its keys until the copies
+  // replace them. FAILED_PRECONDITION unless it is initialised and failed.
+  virtual absl::Status Rejoin() = 0;
+  // Every server's address, as the first worker's registration gave them
+  // (empty before).
+  virtual std::vector<std::string> Peers() const = 0;
   // A primary's updated keys (ReplicaUpdate, from server `from`): installed
   // whole where newer than what is here. FAILED_PRECONDITION when this server
   // has taken over `from`'s keys; NOT_FOUND or INVALID_ARGUMENT for a key it

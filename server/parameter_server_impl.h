@@ -59,6 +59,8 @@ class ParameterServerImpl final : public ParameterServer {
   ServerView View() const override;
   JoinInfo AnswerJoin(int from) override;
   absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) override;
+  absl::Status Rejoin() override;
+  std::vector<std::string> Peers() const override;
   absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) override;
   void Shutdown() override;
 
@@ -186,6 +188,8 @@ class ParameterServerImpl final : public ParameterServer {
   // Joining (BeginJoin): which keys have been copied here, and how many not.
   std::unique_ptr<std::atomic<bool>[]> copied_;
   std::atomic<int64_t> keys_to_copy_{0};
+  mutable absl::Mutex peers_mu_;
+  std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);
   absl::Mutex replicas_mu_;
   std::vector<ReplicaUpdate> outgoing_ ABSL_GUARDED_BY(replicas_mu_);
   std::atomic<int64_t> replica_keys_sent_{0}, replica_keys_installed_{0}, replica_bytes_sent_{0};

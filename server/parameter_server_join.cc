@@ -58,6 +58,33 @@ absl::Status ParameterServerImpl::BeginJoin(const Layout& layout, int64_t timeli
   return absl::OkStatus();
 }
 
+absl::Status ParameterServerImpl::Rejoin() {
+  const int self = options_.server_id;
+  ServerView joined;
+  {
+    absl::WriterMutexLock state(&rewind_mu_);
+    if (!Replicating() || !initialized_ || !View().Failed(self)) {
+      return absl::FailedPreconditionError(absl::StrCat("server ", self, " has not stepped down: nothing to rejoin"));
+    }
+    copied_ = std::make_unique<std::atomic<bool>[]>(table_->size());
+    for (size_t i = 0; i < table_->size(); ++i) copied_[i] = false;
+    keys_to_copy_ = static_cast<int64_t>(table_->size());
+    absl::MutexLock view_lock(&view_mu_);
+    view_.MarkJoining(self);
+    joined = view_;
+  }
+  spdlog::warn("server {} stepped down and joins the job again: its {} keys are to be copied from the servers that "
+               "serve them (servers {})",
+               self, table_->size(), joined.DebugString());
+  if (table_->size() == 0) NoteCopied(0);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> ParameterServerImpl::Peers() const {
+  absl::MutexLock lock(&peers_mu_);
+  return peers_;
+}
+
 void ParameterServerImpl::CopyAllTo(int joiner) {
   int64_t queued = 0;
   {

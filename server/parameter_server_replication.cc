@@ -240,6 +240,8 @@ absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<Repli
 void ParameterServerImpl::NotePeers(const std::vector<std::string>& addresses) {
   if (Replicating() && options_.replica_link != nullptr && !addresses.empty()) {
     options_.replica_link->SetPeers(addresses);
+    absl::MutexLock lock(&peers_mu_);
+    if (peers_.empty()) peers_ = addresses;
   }
 }
 

@@ -248,14 +248,16 @@ int Run(ShutdownSignal& signal) {
     spdlog::critical("cannot start: {}", std::string(host.status().message()));
     return 1;
   }
+  // Joins the job at start with --join, and again whenever this server steps down while it lives.
   std::unique_ptr<ReplicaJoiner> joiner;
-  if (options->join) {
+  if (options->job.replicas > 1) {
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(tls);
     if (!credentials.ok()) {
       spdlog::critical("cannot start: {}", std::string(credentials.status().message()));
       return 1;
     }
-    joiner = std::make_unique<ReplicaJoiner>(served, ReplicaJoinerOptions{JoinAddresses(), *credentials, *token});
+    joiner = std::make_unique<ReplicaJoiner>(
+        served, ReplicaJoinerOptions{options->join ? JoinAddresses() : std::vector<std::string>{}, *credentials, *token});
   }
   // Launchers read this line to learn the port.
   printf("LISTENING port=%d metrics_port=%d health_port=%d\n", (*host)->port(), (*host)->metrics_port(),

@@ -11,14 +11,21 @@ namespace shardps {
 
 ReplicaJoiner::ReplicaJoiner(ParameterServer* core, ReplicaJoinerOptions options)
     : core_(core), options_(std::move(options)) {
-  for (const std::string& address : options_.peers) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+bool ReplicaJoiner::HaveStubs() {
+  if (!stubs_.empty()) return true;
+  peers_ = options_.peers.empty() ? core_->Peers() : options_.peers;
+  if (peers_.empty()) return false;
+  for (const std::string& address : peers_) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
     stubs_.push_back(wire::ParameterService::NewStub(grpc::CreateCustomChannel(address, options_.credentials, args)));
   }
-  thread_ = std::thread([this] { Run(); });
+  return true;
 }
 
 ReplicaJoiner::~ReplicaJoiner() {
@@ -43,7 +50,7 @@ std::optional<wire::JoinResponse> ReplicaJoiner::Ask(int s, ServerView* theirs) 
     }
   }
   if (!status.ok()) {
-    spdlog::debug("join: server {} at {}: {}", s, options_.peers[s], status.error_message());
+    spdlog::debug("join: server {} at {}: {}", s, peers_[s], status.error_message());
     return std::nullopt;
   }
   return resp;
@@ -66,7 +73,7 @@ bool ReplicaJoiner::FindJob(wire::JoinResponse* job, ServerView* view) {
     }
     if (absl::Now() - last_log >= options_.log_every) {
       last_log = absl::Now();
-      spdlog::warn("--join: waiting for a server of the job that runs it (asked {})", absl::StrJoin(options_.peers, ", "));
+      spdlog::warn("--join: waiting for a server of the job that runs it (asked {})", absl::StrJoin(peers_, ", "));
     }
     if (Stopping(options_.poll)) return false;
   }
@@ -93,36 +100,52 @@ void ReplicaJoiner::TellPeers(const char* what) {
   }
 }
 
-void ReplicaJoiner::Run() {
+bool ReplicaJoiner::JoinAtStart() {
+  if (!HaveStubs()) return false;
   wire::JoinResponse job;
   ServerView view;  // the peers' (this server's own is still pristine: it knows nothing)
-  if (!FindJob(&job, &view)) return;
+  if (!FindJob(&job, &view)) return false;
   absl::StatusOr<Layout> layout = LayoutFromProto(job.layout());
   if (!layout.ok()) {
     spdlog::error("--join: the job's layout does not parse: {}", std::string(layout.status().message()));
-    return;
+    return false;
   }
   if (absl::Status joined = core_->BeginJoin(*layout, job.timeline(), view); !joined.ok()) {
     spdlog::info("--join: {}", std::string(joined.message()));
-    return;
+    return false;
   }
+  return true;
+}
+
+bool ReplicaJoiner::Announce() {
+  const int self = core_->server_id();
   TellPeers("joins");
   absl::Time last_log = absl::Now();
-  while (!core_->View().Live(core_->server_id())) {
-    if (Stopping(options_.poll)) return;
-    if (core_->View().Failed(core_->server_id())) {
-      spdlog::error("--join: this server was taken for failed while its keys were copied to it (servers {}); "
-                    "start it again with --join",
+  while (!core_->View().Live(self)) {
+    if (Stopping(options_.poll)) return false;
+    if (core_->View().Failed(self)) {
+      spdlog::error("join: this server was taken for failed while its keys were copied to it (servers {})",
                     core_->View().DebugString());
-      return;
+      return false;
     }
     if (absl::Now() - last_log >= options_.log_every) {
       last_log = absl::Now();
-      spdlog::warn("--join: {} keys not yet copied to this server (servers {})", core_->Stats().keys_to_copy,
+      spdlog::warn("join: {} keys not yet copied to this server (servers {})", core_->Stats().keys_to_copy,
                    core_->View().DebugString());
     }
   }
   TellPeers("is live again");
+  return true;
+}
+
+void ReplicaJoiner::Run() {
+  if (!options_.peers.empty() && JoinAtStart()) Announce();
+  // From now on: a server that stepped down while it lived joins again.
+  while (!Stopping(options_.poll)) {
+    if (!core_->View().Failed(core_->server_id()) || !core_->Stats().initialized || !HaveStubs()) continue;
+    if (absl::Status rejoined = core_->Rejoin(); !rejoined.ok()) continue;
+    Announce();
+  }
 }
 
 }  // namespace shardps

@@ -1,18 +1,19 @@
-// ps_server --join=ADDRESSES: this server joins a running replicated job
-// (a restarted server, or a spare in a failed one's place) while the job
-// runs (DESIGN.md, "Replication": re-replication).
-//
-// A thread that:
-//  1. asks the peers (Join RPC, server/ps_service.cc) until one runs the job,
-//     and takes its layout, timeline and view of the job's servers. Should
-//     the job's workers initialise this server first, the job is new and
-//     there is nothing to join: the thread ends.
-//  2. joins (ParameterServer::BeginJoin) and tells every peer, whose view
-//     then shows it joining: each copies it the keys it serves that this
-//     server holds, and forwards their updates from then on.
-//  3. once the core has every key (it marks itself live), tells every peer
-//     again; workers learn it from the peers' answers and register.
-// Every wait logs what it waits for.
+// Re-replication (DESIGN.md, "Replication"): a server of a replicated job
+// joins it again while it runs. A thread, in every ps_server with
+// --replicas > 1:
+//  - with --join=ADDRESSES (a restarted server, or a spare in a failed
+//    one's place), first: asks the peers (Join RPC, server/ps_service.cc)
+//    until one runs the job, takes its layout, timeline and view of the
+//    job's servers and joins (ParameterServer::BeginJoin). Should the job's
+//    workers initialise this server first, the job is new: nothing to join.
+//  - then, whenever this server has stepped down (it was named failed while
+//    it lived: paused past the failover timeout, say), it joins again
+//    (ParameterServer::Rejoin), at the addresses the workers registered.
+// Joining, it tells every peer, whose view then shows it joining: each
+// copies it the keys it serves that this server holds, and forwards their
+// updates from then on. Once the core has every key (it marks itself live),
+// it tells every peer again; workers learn it from the peers' answers and
+// register. Every wait logs what it waits for.
 #ifndef SHARDPS_SERVER_REPLICA_JOINER_H_
 #define SHARDPS_SERVER_REPLICA_JOINER_H_
 
@@ -32,7 +33,9 @@
 namespace shardps {
 
 struct ReplicaJoinerOptions {
-  std::vector<std::string> peers;  // every server's address, in id order (this one's included)
+  // --join: every server's address, in id order (this one's included).
+  // Empty: no join at start; the addresses the workers registered are used.
+  std::vector<std::string> peers;
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string auth_token;
   absl::Duration poll = absl::Milliseconds(200);   // between rounds of asking
@@ -49,6 +52,13 @@ class ReplicaJoiner {
 
  private:
   void Run();
+  // --join at start; false when there was nothing to join.
+  bool JoinAtStart();
+  // Joined (BeginJoin or Rejoin): tells the peers, waits until live, tells
+  // them again. False when stopped, or taken for failed meanwhile.
+  bool Announce();
+  // The stubs, made once the addresses are known (false: not yet).
+  bool HaveStubs();
   // Asks peer `s`; nullopt when it did not answer. The request carries this
   // server's view; the answer's is merged into `theirs`, or into this
   // server's own when null.
@@ -62,6 +72,7 @@ class ReplicaJoiner {
 
   ParameterServer* const core_;
   const ReplicaJoinerOptions options_;
+  std::vector<std::string> peers_;
   std::vector<std::unique_ptr<wire::ParameterService::Stub>> stubs_;
   absl::Notification stop_;
   std::thread thread_;

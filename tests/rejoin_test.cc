@@ -108,7 +108,7 @@ TEST_CASE("rejoin: a killed server joins again, is copied its keys, and then the
   }
 }
 
-TEST_CASE("rejoin: a running server tells a joiner the job's layout; an initialised server cannot join",
+TEST_CASE("rejoin: a running server tells a joiner the job's layout; only a server that stepped down rejoins",
           "[replication]") {
   TestCluster cluster(Options(Mode::kSync));
   std::unique_ptr<PsClient> worker = cluster.Worker(0);
@@ -120,6 +120,16 @@ TEST_CASE("rejoin: a running server tells a joiner the job's layout; an initiali
   const absl::Status again = cluster.core(0)->BeginJoin(SmallLayout(), 0, ServerView());
   CHECK(again.code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(again.message()), Catch::Contains("nothing to join"));
+  // Nor rejoin unless it stepped down; once named failed, it can.
+  const absl::Status live = cluster.core(0)->Rejoin();
+  CHECK(live.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(live.message()), Catch::Contains("nothing to rejoin"));
+  ServerView failed;
+  failed.MarkFailed(0);
+  cluster.core(0)->NoteView(failed);
+  REQUIRE(cluster.core(0)->Rejoin().ok());
+  CHECK(cluster.core(0)->View().Joining(0));
+  CHECK(cluster.core(0)->Stats().keys_to_copy == cluster.core(0)->Stats().num_keys);
 }
 
 }  // namespace

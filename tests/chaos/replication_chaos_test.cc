@@ -36,7 +36,9 @@ std::string SummaryField(const std::string& dir, const std::string& field) {
   return summary.substr(from, summary.find_first_of(",\n", from) - from);
 }
 
-enum class Fault { kNone, kKill, kPause };
+// kPauseRejoinKill: the pause, then once server 1 has joined again by
+// itself (live again) and 40 more steps have passed, kill -9 of server 2.
+enum class Fault { kNone, kKill, kPause, kPauseRejoinKill };
 
 // Runs the job; at step kKillAt, kill -9 of server 1, or SIGSTOP of it for
 // 6 s (3 times the failover timeout) then SIGCONT. Returns what went
@@ -46,18 +48,31 @@ std::string Run(ChaosJob& job, Fault fault, bool versions_count_pushes = false) 
   job.Start();
   const bool kill = fault == Fault::kKill;
   if (fault != Fault::kNone) {
-    while (job.Step(versions_count_pushes) < kKillAt && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+    // The pause that is followed by a rejoin and a kill comes earlier, to leave the job steps for both.
+    const int64_t at = fault == Fault::kPauseRejoinKill ? kKillAt / 3 : kKillAt;
+    while (job.Step(versions_count_pushes) < at && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
     if (absl::Now() >= deadline) return "the job never reached the fault";
     if (kill) job.KillServer(1);
-    if (fault == Fault::kPause) {
+    if (fault == Fault::kPause || fault == Fault::kPauseRejoinKill) {
       job.SignalServer(1, SIGSTOP);
       absl::SleepFor(absl::Seconds(6));
       job.SignalServer(1, SIGCONT);
+    }
+    if (fault == Fault::kPauseRejoinKill) {
+      while (!absl::StrContains(job.LatestServerLog(1), "live again") && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+      if (absl::Now() >= deadline) return "server 1 never joined again after its pause";
+      const int64_t live_at = job.Step(versions_count_pushes);
+      while (job.Step(versions_count_pushes) < live_at + 40 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+      if (job.Step(versions_count_pushes) >= 2 * 936 - 20) return "the job ended before the kill of server 2";
+      job.KillServer(2);
     }
   }
   const std::vector<int> workers = job.WaitWorkers(deadline);
   std::vector<int> servers = job.StopServers();
   if (kill) servers.erase(servers.begin() + 1);  // killed
+  if (fault == Fault::kPauseRejoinKill) servers.erase(servers.begin() + 2);
   if (std::count(workers.begin(), workers.end(), 0) == kWorkers &&
       std::count(servers.begin(), servers.end(), 0) == static_cast<int>(servers.size())) {
     return "";
@@ -107,14 +122,17 @@ struct Runs {
 
 // The job run undisturbed, then again with `fault`; each must end with
 // every exit code 0. `name` names their directories.
-Runs UndisturbedThen(const std::string& name, const std::string& mode, Fault fault) {
+Runs UndisturbedThen(const std::string& name, const std::string& mode, Fault fault,
+                     const std::vector<std::string>& extra_flags = {}) {
   const bool per_push = mode != "sync";  // versions count every worker's push
   Runs r{TempDir("replication-" + name + "-undisturbed"), TempDir("replication-" + name), ""};
-  ChaosJob calm(r.calm_dir, JobFlags(mode), kServers, kWorkers, /*proxied_rank=*/-1);
+  std::vector<std::string> flags = JobFlags(mode);
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  ChaosJob calm(r.calm_dir, flags, kServers, kWorkers, /*proxied_rank=*/-1);
   const std::string calm_error = Run(calm, Fault::kNone, per_push);
   INFO(calm_error << "\n" << calm.AllLogs());
   REQUIRE(calm_error.empty());
-  ChaosJob job(r.dir, JobFlags(mode), kServers, kWorkers, /*proxied_rank=*/-1);
+  ChaosJob job(r.dir, flags, kServers, kWorkers, /*proxied_rank=*/-1);
   const std::string error = Run(job, fault, per_push);
   r.logs = job.AllLogs();
   INFO(error << "\n" << r.logs);
@@ -177,6 +195,18 @@ TEST_CASE("replication: a killed server joins again, is re-filled, and then the 
   CHECK_THAT(logs, Catch::Contains("server 1 is live again") && Catch::Contains("registering with it"));
   CHECK_THAT(logs, Catch::Contains("server 2 failed") && Catch::Contains("server 1 learns that server 2 failed"));
   CHECK_THAT(logs, !Catch::Contains("rewound the job"));
+}
+
+TEST_CASE("replication: a paused primary steps down, joins again by itself, and then takes over from the other copy",
+          "[chaos][replication]") {
+  // 4 epochs (1872 steps; the schedule's lr is at its minimum after 936): room for the pause, the rejoin and the kill.
+  const Runs r = UndisturbedThen("paused-rejoined", "sync", Fault::kPauseRejoinKill, {"--epochs=4"});
+  INFO(r.logs);
+  CHECK(SummaryField(r.dir, "final_weights_fnv1a") == SummaryField(r.calm_dir, "final_weights_fnv1a"));
+  CHECK(SummaryField(r.dir, "rejoins") == "0");
+  CHECK_THAT(r.logs, Catch::Contains("server 1 stepped down and joins the job again"));
+  CHECK_THAT(r.logs, Catch::Contains("[server 1] server 1 has a copy of every key it holds"));
+  CHECK_THAT(r.logs, Catch::Contains("server 1 learns that server 2 failed"));
 }
 
 }  // namespace
