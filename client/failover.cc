@@ -35,20 +35,21 @@ void Failover::Merge(const ServerView& incoming, absl::string_view why) {
     now = view_;
     if (!rose.empty()) pristine_.store(false, std::memory_order_release);
   }
-  if (rose.empty()) return;
-  std::vector<int> down;
+  // Registering: no calls to move yet, and no session to take to a server
+  // live again (the registration in progress covers every server).
+  if (rose.empty() || !armed()) return;
+  std::vector<int> down, revived;
   for (int s : rose) {
     if (s >= static_cast<int>(connections_.size())) continue;
     // Live before and risen since: it failed, or restarted and joins again.
     if (before.Live(s)) down.push_back(s);
     if (now.Joining(s)) spdlog::info("server {} joins the job again: its peers copy it its keys", s);
+    if (now.Live(s)) revived.push_back(s);
   }
-  std::vector<Kept> again;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const Kept& k : kept_) {
-      if (std::find(down.begin(), down.end(), k.acked_by) != down.end()) again.push_back(k);
-    }
+  // First: calls for a server live again wait for this worker's registration there.
+  for (int s : revived) {
+    spdlog::warn("server {} is live again with a copy of its keys ({}): registering with it", s, std::string(why));
+    connections_[s]->Revive();
   }
   for (int s : down) {
     const int serving = map_.Serving(s, now);
@@ -62,42 +63,48 @@ void Failover::Merge(const ServerView& incoming, absl::string_view why) {
     connections_[s]->CancelInFlight();  // calls waiting on it go to the backup now
     if (now.Failed(s)) connections_[s]->TellFailed();  // if it is only paused, it steps down when it resumes
   }
+  PushKeptAgain();
+}
+
+void Failover::PushKeptAgain() {
+  if (pristine_.load(std::memory_order_acquire)) return;  // every push went to the server serving it
+  const ServerView now = view();
+  std::vector<Kept> again;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Kept& k : kept_) {
+      const int serving = map_.Serving(k.server, now);
+      if (serving < 0 || serving == k.sent_to) continue;
+      k.sent_to = serving;
+      again.push_back(k);
+    }
+  }
   for (const Kept& k : again) {
-    ServerConnection* to = Serving(k.server);
-    if (to == nullptr) continue;
     CallSpec spec = k.spec;
     spec.keys_of = k.server;
-    to->Call(spec, k.attempt, [server = k.server, step = k.step](absl::Status st) {
+    connections_[k.sent_to]->Call(spec, k.attempt, [server = k.server, step = k.step](absl::Status st) {
       if (!st.ok()) {
-        spdlog::warn("the push of step {} kept for server {} was refused by its backup: {}", step, server,
-                     std::string(st.message()));
+        spdlog::warn("the push of step {} kept for server {} was refused by the server now serving its keys: {}",
+                     step, server, std::string(st.message()));
       }
     });
   }
-  for (int s : rose) {
-    if (s >= static_cast<int>(connections_.size()) || !now.Live(s)) continue;
-    spdlog::warn("server {} is live again with a copy of its keys ({}): registering with it", s, std::string(why));
-    connections_[s]->Revive();
-  }
 }
 
-void Failover::Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt) {
+void Failover::Retain(int server, int acked_by, int64_t step, const CallSpec& spec,
+                      const ServerConnection::Attempt& attempt) {
   for (int64_t seen = last_step_.load(); step > seen && !last_step_.compare_exchange_weak(seen, step);) {
   }
-  const ServerView now = view();
-  const int acked_by = map_.Serving(server, now);
-  // A server taken for failed that acknowledges a push anyway (a paused one
-  // resuming before it learns it stepped down): the push goes to the backup.
-  if (now.Failed(server) && acked_by >= 0) {
-    CallSpec again = spec;
-    again.keys_of = server;
-    connections_[acked_by]->Call(again, attempt, [](absl::Status) {});
+  {
+    absl::MutexLock lock(&mu_);
+    kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
+                               [&](const Kept& k) { return k.server == server && k.step <= step - keep_steps_; }),
+                kept_.end());
+    kept_.push_back(Kept{server, acked_by, step, spec, attempt});
   }
-  absl::MutexLock lock(&mu_);
-  kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
-                             [&](const Kept& k) { return k.server == server && k.step <= step - keep_steps_; }),
-              kept_.end());
-  kept_.push_back(Kept{server, acked_by, step, spec, attempt});
+  // After the push is kept: a Merge that marked acked_by down meanwhile
+  // either found it kept or changed the view before this reads it.
+  PushKeptAgain();
 }
 
 }  // namespace shardps

@@ -59,15 +59,19 @@ class Failover {
   int ServingId(int server) const { return map_.Serving(server, view()); }
   // The connection serving `server`'s keys now; null when every copy failed.
   ServerConnection* Serving(int server) const;
-  // Merges `view` (`why` for the log). For each server that went down: its
-  // calls in flight are cancelled (they go to the server now serving its
-  // keys) and the kept pushes it acknowledged are pushed again there. For
-  // each that is live again: this worker registers with it.
+  // Merges `view` (`why` for the log). For each server live again: this
+  // worker registers with it (calls for it wait for that). For each that
+  // went down: its calls in flight are cancelled (they go to the server now
+  // serving its keys). Then every kept push whose keys another server
+  // serves now than the one it went to is pushed again there.
   void Merge(const ServerView& view, absl::string_view why);
   void MarkFailed(int server, absl::string_view why);
-  // A push of `step` for `server`'s keys, acknowledged by the server then
-  // serving them: kept until the pushes of `keep_steps` later steps are.
-  void Retain(int server, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt);
+  // A push of `step` for `server`'s keys, acknowledged by server
+  // `acked_by`: kept until the pushes of `keep_steps` later steps are. It
+  // is pushed again at once, to the server serving those keys now, when
+  // that is another (acked_by went down meanwhile, or was a paused one
+  // that had not yet learned it stepped down); a duplicate is dropped.
+  void Retain(int server, int acked_by, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt);
   // The job's timeline, from this worker's registration (a server live
   // again is registered with on it).
   void SetTimeline(int64_t timeline) { timeline_ = timeline; }
@@ -79,12 +83,17 @@ class Failover {
 
  private:
   struct Kept {
-    int server = 0;    // whose keys
-    int acked_by = 0;  // the server that acknowledged it
+    int server = 0;   // whose keys
+    int sent_to = 0;  // the server that acknowledged it, or it was last pushed again to
     int64_t step = 0;
     CallSpec spec;
     ServerConnection::Attempt attempt;
   };
+  // Pushes every kept push again to the server serving its keys now where
+  // that is not the one it went to (it went down, or the push found no
+  // serving server when it did and one is live now).
+  void PushKeptAgain();
+
   const ReplicaMap map_;
   const absl::Duration timeout_;
   const int keep_steps_;

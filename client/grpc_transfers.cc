@@ -124,15 +124,23 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
   auto resp = std::make_shared<grpc::ByteBuffer>();
   CallSpec spec = TransferSpec("push", options_.push_timeout);
   spec.lane = Lane::kPushes;
+  // The server whose stub the last attempt took: the one that acknowledged it.
+  auto answered_by = std::make_shared<std::atomic<int>>(req->server);
+  ServerConnection::Attempt attempt = [inner = RawPushAttempt(req, resp), answered_by](
+                                          Stub& stub, grpc::ClientContext* ctx, uint64_t session,
+                                          std::function<void(grpc::Status)> done) {
+    answered_by->store(stub.server_id);
+    inner(stub, ctx, session, std::move(done));
+  };
   connections_[req->server]->Call(
-      spec, RawPushAttempt(req, resp),
-      [this, req, resp, spec, queued, sent, finished = std::move(finished),
+      spec, std::move(attempt),
+      [this, req, resp, spec, queued, sent, answered_by, finished = std::move(finished),
        fanout = std::move(fanout)](absl::Status st) {
         // With replication: kept, as a copy (the caller may reuse its tensors
         // once this push is done), for the backup until a later step's push is
         // acknowledged.
         if (st.ok() && failover_ != nullptr) {
-          failover_->Retain(req->server, req->header.step(), spec,
+          failover_->Retain(req->server, answered_by->load(), req->header.step(), spec,
                             RawPushAttempt(req->OwnedCopy(), std::make_shared<grpc::ByteBuffer>()));
         }
         finished();

@@ -37,6 +37,7 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
     auto channel = grpc::CreateCustomChannel(address, credentials, args);
     auto stub = std::make_unique<Stub>();
+    stub->server_id = server_id;
     stub->proto = wire::ParameterService::NewStub(channel);
     stub->raw = std::make_unique<grpc::GenericStub>(channel);
     stubs_.push_back(std::move(stub));
@@ -261,8 +262,19 @@ void ServerConnection::NoteIncarnation(const grpc::ClientContext& ctx) {
 }
 
 void ServerConnection::Tend() {
-  // A failed or joining server: the server serving its keys has the session's work.
-  if (failover_ != nullptr && !failover_->view().Live(server_id_)) return;
+  // A failed or joining server: the server serving its keys has the
+  // session's work. A heartbeat now and then still brings its view: it may
+  // be live again, which a worker that hears from no other server (the
+  // other copy failed too) would not learn otherwise.
+  if (failover_ != nullptr && !failover_->view().Live(server_id_)) {
+    bool due = false;
+    {
+      absl::MutexLock lock(&mu_);
+      due = !stopped_ && clock_->Now() - last_call_ >= options_.heartbeat_interval;
+    }
+    if (due) SendHeartbeat();
+    return;
+  }
   if (ProbeForFailover()) return;
   const absl::Time now = clock_->Now();
   bool heartbeat = false;

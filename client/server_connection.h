@@ -45,6 +45,7 @@ namespace shardps {
 struct Stub {
   std::unique_ptr<wire::ParameterService::Stub> proto;
   std::unique_ptr<grpc::GenericStub> raw;
+  int server_id = 0;  // the server its channel reaches
 };
 
 // What a call does when the server answers ABORTED.

@@ -59,7 +59,11 @@ std::optional<ServerView> ServerView::Parse(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ',');
   if (parts.size() > kMaxReplicatedServers) return std::nullopt;
   for (size_t s = 0; s < parts.size(); ++s) {
-    if (!absl::SimpleAtoi(parts[s], &view.gen_[s])) return std::nullopt;
+    const absl::string_view p = parts[s];
+    if (p.empty() || p.size() > 10 || !std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        !absl::SimpleAtoi(p, &view.gen_[s]) || view.gen_[s] > kMaxGeneration) {
+      return std::nullopt;
+    }
   }
   return view;
 }

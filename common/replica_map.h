@@ -33,6 +33,8 @@
 namespace shardps {
 
 inline constexpr int kMaxReplicatedServers = 64;
+// Generations above this are refused from the wire (far from wrapping).
+inline constexpr uint32_t kMaxGeneration = uint32_t{1} << 30;
 
 enum class Standing { kLive, kFailed, kJoining };
 
@@ -63,7 +65,8 @@ class ServerView {
 
   // For metadata: the generations in id order, comma-separated, up to the
   // last non-zero one ("" when pristine). Parse reads it back; nullopt for
-  // anything else.
+  // anything else (more than 64 entries, signs, spaces, a generation above
+  // kMaxGeneration).
   std::string Text() const;
   static std::optional<ServerView> Parse(absl::string_view text);
   // For messages: "{1 failed, 2 joining}"; "{}" when every server is live.

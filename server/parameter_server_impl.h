@@ -119,8 +119,8 @@ class ParameterServerImpl final : public ParameterServer {
   absl::Status CheckServing(const KeyState& k) const;
   // The server this one forwards `k`'s updates to; -1 when none.
   int NextCopy(const KeyState& k) const;
-  // The copy whose acknowledgements pulls wait for: NextCopy unless that
-  // is still joining (it has not got every key yet); -1 when none.
+  // The copy whose acknowledgements pulls wait for: NextCopy, except a
+  // joining one in async and ssp; -1 when none.
   int GateCopy(const KeyState& k) const;
   // Sync: a pull of version `step` also waits for the next copy to have it.
   bool ReplicatedFor(const KeyState& k, int64_t step) const;

@@ -47,7 +47,12 @@ int ParameterServerImpl::NextCopy(const KeyState& k) const {
 
 int ParameterServerImpl::GateCopy(const KeyState& k) const {
   if (!Replicating() || options_.replica_link == nullptr) return -1;
-  return replicas_->NextCopy(k.info.server, options_.server_id, View(), /*with_joining=*/false);
+  // Sync: a joining copy too, so that the joiner, once live, holds every
+  // version a worker has read (the pulls of the step after the copy wait
+  // for it: one step's delay). Async and ssp read the newest acknowledged
+  // version, which a joiner would hold back to before the failover.
+  const bool with_joining = options_.job.mode == Mode::kSync;
+  return replicas_->NextCopy(k.info.server, options_.server_id, View(), with_joining);
 }
 
 bool ParameterServerImpl::ReplicatedFor(const KeyState& k, int64_t step) const {
@@ -238,7 +243,9 @@ absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<Repli
 }
 
 void ParameterServerImpl::NotePeers(const std::vector<std::string>& addresses) {
-  if (Replicating() && options_.replica_link != nullptr && !addresses.empty()) {
+  // Only a whole list: a registration's may be wrong (it is checked after this).
+  if (Replicating() && options_.replica_link != nullptr &&
+      static_cast<int>(addresses.size()) == options_.job.num_servers) {
     options_.replica_link->SetPeers(addresses);
     absl::MutexLock lock(&peers_mu_);
     if (peers_.empty()) peers_ = addresses;

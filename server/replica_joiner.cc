@@ -17,7 +17,7 @@ ReplicaJoiner::ReplicaJoiner(ParameterServer* core, ReplicaJoinerOptions options
 bool ReplicaJoiner::HaveStubs() {
   if (!stubs_.empty()) return true;
   peers_ = options_.peers.empty() ? core_->Peers() : options_.peers;
-  if (peers_.empty()) return false;
+  if (static_cast<int>(peers_.size()) <= core_->server_id()) return false;
   for (const std::string& address : peers_) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

@@ -79,6 +79,10 @@ TEST_CASE("views merge by the larger generation per server, and travel as text")
   CHECK(ServerView::Parse("")->Pristine());
   CHECK_FALSE(ServerView::Parse("1,x").has_value());
   CHECK_FALSE(ServerView::Parse("-1").has_value());
+  CHECK_FALSE(ServerView::Parse("+5").has_value());
+  CHECK_FALSE(ServerView::Parse("0,,1").has_value());
+  CHECK_FALSE(ServerView::Parse("4294967295").has_value());
+  CHECK_FALSE(ServerView::Parse(std::string(65 * 2, ',')).has_value());
   a.MarkFailed(1);  // joining, then failed
   CHECK(a.Failed(1));
   CHECK(a.generation(1) == 7);
