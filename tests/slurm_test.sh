@@ -156,6 +156,19 @@ echo "$out" | grep -q "server 1 ended with code .*; starting it again (1 of 3)" 
 grep -q "rejoined the job at step" "$work/shared/cancel/run-0/worker-0.log" || fail "the workers did not rejoin"
 pass "a server step cancelled mid-run is started again; the job rewinds and ends 0:0"
 
+id=$(submit replicated --replicas=2) || fail "sbatch"
+wait_step "$work/shared/replicated/run-0/worker-0.log" 300 || fail "job $id did not reach step 300"
+step=$(step_named "$id" server-1) || fail "no server-1 step"
+scancel "$step"
+code=$(finish "$id")
+out=$(cat "$work/shared/replicated/slurm-$id.out")
+[ "$code" = 0:0 ] || { echo "$out"; cat "$work/shared/replicated/run-0/"*.log | tail -60; fail "job $id ended $code after its server step was cancelled"; }
+echo "$out" | grep -q "server 1 joins the running job" || { echo "$out"; fail "the restarted server was not told to join"; }
+grep -q "has a copy of every key it holds" "$work/shared/replicated/run-0/server-1.log" ||
+  { tail -30 "$work/shared/replicated/run-0/server-1.log"; fail "server 1 did not become live again"; }
+! grep -q "rejoined the job at step" "$work/shared/replicated/run-0/worker-0.log" || fail "the workers rewound"
+pass "with --replicas=2 a server step cancelled mid-run joins the running job again; no rewind, and it ends 0:0"
+
 id=$(submit requeue) || fail "sbatch"
 wait_step "$work/shared/requeue/run-0/worker-0.log" 300 || fail "job $id did not reach step 300"
 scontrol requeue "$id" || fail "requeue"

@@ -28,13 +28,17 @@ if [ "$tls" != none ]; then
 fi
 
 # Server $1 as a job step, on port port_base + $1, started again when it ends
-# abnormally (killed, its step cancelled), up to $restarts times.
+# abnormally (killed, its step cancelled), up to $restarts times. With
+# --replicas=2 in the job flags a restarted server joins the running job
+# (ps_server --join: its keys are copied from the servers that kept them)
+# on the node it ran on, so that its address stays the one workers know.
 serve() {
-  local id=$1 port=$((port_base + $1)) again=0 code
+  local id=$1 port=$((port_base + $1)) again=0 code join="" node=()
   while :; do
-    srun --ntasks=1 --nodes=1 --overlap --kill-on-bad-exit=0 --job-name="server-$id" \
+    srun --ntasks=1 --nodes=1 "${node[@]}" --overlap --kill-on-bad-exit=0 --job-name="server-$id" \
       bash -c "echo $server_host:$port > $job_dir/servers/$id.new && mv $job_dir/servers/$id.new $job_dir/servers/$id &&
-               exec $server_bin --flagfile=$job_dir/job.flags --server_id=$id --port=$port $server_tls" \
+               echo \$SLURMD_NODENAME > $job_dir/servers/node-$id &&
+               exec $server_bin --flagfile=$job_dir/job.flags --server_id=$id --port=$port $server_tls $join" \
       >> "$run/server-$id.log" 2>&1
     code=$?
     if [ "$code" = 0 ] || [ -e "$run/stopping" ]; then return 0; fi
@@ -44,6 +48,11 @@ serve() {
       return "$code"
     fi
     echo "shardps: server $id ended with code $code; starting it again ($again of $restarts)"
+    if grep -qE -- '^--replicas=([2-9]|[1-9][0-9])$' "$job_dir/job.flags"; then
+      join="--join=$(for ((i = 0; i < servers; i++)); do cat "$job_dir/servers/$i"; done | paste -sd, -)"
+      node=(--nodelist="$(cat "$job_dir/servers/node-$id")")
+      echo "shardps: server $id joins the running job (--replicas): its keys are copied from the other servers"
+    fi
   done
 }
 
