@@ -19,8 +19,13 @@ JoinInfo ParameterServerImpl::AnswerJoin(int from) {
   JoinInfo info;
   absl::ReaderMutexLock state(&rewind_mu_);
   info.timeline = timeline_;
-  // A server that is joining itself has nothing to give yet.
-  if (!initialized_ || keys_to_copy_.load() > 0 || View().Joining(options_.server_id)) return info;
+  // A server that is joining itself has nothing to give yet; one whose job
+  // has not trained yet is starting with the joiner (its workers will
+  // initialise both).
+  if (!initialized_ || keys_to_copy_.load() > 0 || View().Joining(options_.server_id) ||
+      table_->VersionRange().second == 0) {
+    return info;
+  }
   info.initialized = true;
   info.layout = table_->map().layout();
   spdlog::info("server {} asks to join: told the job's layout and timeline {}", from, info.timeline);

@@ -36,7 +36,8 @@ ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
 ABSL_FLAG(std::string, join, "",
           "With --replicas > 1: every server's address, in id order (host:port,...): this server joins the running "
           "job in --server_id's place (a restart, or a spare), has its keys copied from the servers that serve "
-          "them while the job runs, then backs them up again (docs/failures.md). Restores no checkpoint.");
+          "them while the job runs, then backs them up again, restoring no checkpoint (docs/failures.md). When no "
+          "other server runs the job (a new job, or all of them restarting) it starts as usual.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk (key) in bytes; a multiple of 4.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
 ABSL_FLAG(std::string, async_lr_scaling, "workers",
@@ -217,6 +218,20 @@ int Run(ShutdownSignal& signal) {
     options->replica_link = link.get();
     if (options->join) link->SetPeers(JoinAddresses());
   }
+  // --join joins a job that runs; with none running (a new job, or every
+  // server restarting) the server starts as usual, restoring its checkpoint.
+  const bool join_flag = options->join;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> peer_credentials = MakeChannelCredentials(tls);
+  if (!peer_credentials.ok()) {
+    spdlog::critical("cannot start: {}", std::string(peer_credentials.status().message()));
+    return 1;
+  }
+  if (options->join && !AnyPeerRunsJob(JoinAddresses(), options->server_id, *peer_credentials, *token,
+                                       absl::Seconds(2))) {
+    spdlog::info("--join: no other server of the job runs it (a new job, or all of them restarting): starting as "
+                 "usual");
+    options->join = false;
+  }
   RealClock clock;
   absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(*options, &clock);
   if (!core.ok()) {
@@ -251,13 +266,12 @@ int Run(ShutdownSignal& signal) {
   // Joins the job at start with --join, and again whenever this server steps down while it lives.
   std::unique_ptr<ReplicaJoiner> joiner;
   if (options->job.replicas > 1) {
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(tls);
-    if (!credentials.ok()) {
-      spdlog::critical("cannot start: {}", std::string(credentials.status().message()));
-      return 1;
-    }
-    joiner = std::make_unique<ReplicaJoiner>(
-        served, ReplicaJoinerOptions{options->join ? JoinAddresses() : std::vector<std::string>{}, *credentials, *token});
+    ReplicaJoinerOptions j;
+    if (join_flag) j.peers = JoinAddresses();
+    j.join_at_start = options->join;
+    j.credentials = *peer_credentials;
+    j.auth_token = *token;
+    joiner = std::make_unique<ReplicaJoiner>(served, j);
   }
   // Launchers read this line to learn the port.
   printf("LISTENING port=%d metrics_port=%d health_port=%d\n", (*host)->port(), (*host)->metrics_port(),

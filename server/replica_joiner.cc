@@ -9,6 +9,23 @@
 
 namespace shardps {
 
+bool AnyPeerRunsJob(const std::vector<std::string>& peers, int self,
+                    const std::shared_ptr<grpc::ChannelCredentials>& credentials, const std::string& auth_token,
+                    absl::Duration wait) {
+  for (int s = 0; s < static_cast<int>(peers.size()); ++s) {
+    if (s == self) continue;
+    auto stub = wire::ParameterService::NewStub(grpc::CreateChannel(peers[s], credentials));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + wait));
+    if (!auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + auth_token);
+    wire::JoinRequest req;
+    req.set_server_id(self);
+    wire::JoinResponse resp;
+    if (stub->Join(&ctx, req, &resp).ok() && resp.initialized()) return true;
+  }
+  return false;
+}
+
 ReplicaJoiner::ReplicaJoiner(ParameterServer* core, ReplicaJoinerOptions options)
     : core_(core), options_(std::move(options)) {
   thread_ = std::thread([this] { Run(); });
@@ -139,7 +156,7 @@ bool ReplicaJoiner::Announce() {
 }
 
 void ReplicaJoiner::Run() {
-  if (!options_.peers.empty() && JoinAtStart()) Announce();
+  if (options_.join_at_start && JoinAtStart()) Announce();
   // From now on: a server that stepped down while it lived joins again.
   while (!Stopping(options_.poll)) {
     if (!core_->View().Failed(core_->server_id()) || !core_->Stats().initialized || !HaveStubs()) continue;

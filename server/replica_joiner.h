@@ -32,10 +32,20 @@
 
 namespace shardps {
 
+// Before a server with --join starts: whether any other server of the job
+// (`peers`, in id order; `self` is skipped) runs the job, having trained:
+// then this server joins it; else it starts as a server of a new or
+// restarting job would (restoring its checkpoint). Asks each once, waiting
+// at most `wait` for each answer.
+bool AnyPeerRunsJob(const std::vector<std::string>& peers, int self,
+                    const std::shared_ptr<grpc::ChannelCredentials>& credentials, const std::string& auth_token,
+                    absl::Duration wait);
+
 struct ReplicaJoinerOptions {
   // --join: every server's address, in id order (this one's included).
-  // Empty: no join at start; the addresses the workers registered are used.
+  // Empty: the addresses the workers registered are used.
   std::vector<std::string> peers;
+  bool join_at_start = false;  // ask the peers for the job and join it first
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string auth_token;
   absl::Duration poll = absl::Milliseconds(200);   // between rounds of asking

@@ -40,6 +40,13 @@ grep -q -- "--tls_mutual" "$work/s3-n8.yaml" && grep -q -- "--mode=async" "$work
   fail "job flags missing from the ConfigMap"
 pass "S=3, N=8, mutual TLS with its Secret: validates, and the Secret holds every file the flags name"
 
+"$render" --servers=3 --workers=2 --replicas=2 > "$work/replicated.yaml" || fail "render --replicas=2"
+grep -q -- "--join=shardps-server-0.shardps-server:7000,shardps-server-1.shardps-server:7000,shardps-server-2.shardps-server:7000" \
+  "$work/replicated.yaml" || { grep -n -- "--join\|args" "$work/replicated.yaml"; fail "no --join for the replicated servers"; }
+! grep -q -- "--join" "$example" || fail "an unreplicated job's servers got --join"
+validate "$work/replicated.yaml" > "$work/validate-replicated.log" 2>&1 || { cat "$work/validate-replicated.log"; fail "the replicated job does not validate"; }
+pass "with --replicas=2 every server pod is given --join with every server's address"
+
 "$render" --servers=1 --workers=2 --security=none --gpus_per_worker=0 > "$work/cpu.yaml" || fail "render CPU"
 validate "$work/cpu.yaml" > "$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "CPU job does not validate"; }
 fits "$work/cpu.yaml" 1 2 || fail "CPU job parts do not fit"

@@ -112,7 +112,15 @@ TEST_CASE("rejoin: a running server tells a joiner the job's layout; only a serv
           "[replication]") {
   TestCluster cluster(Options(Mode::kSync));
   std::unique_ptr<PsClient> worker = cluster.Worker(0);
+  std::unique_ptr<PsClient> other = cluster.Worker(1);
   REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  // Initialised but not trained: the job is starting, and a server with
+  // --join starts with it rather than joining.
+  CHECK_FALSE(cluster.core(0)->AnswerJoin(1).initialized);
+  REQUIRE(PushAll(*worker, 0, GradientOf(0, 0)).ok());
+  REQUIRE(PushAll(*other, 0, GradientOf(1, 0)).ok());
+  std::vector<std::vector<float>> w = Zeros(SmallLayout());
+  REQUIRE(PullAll(*worker, 1, w).ok());
   const JoinInfo running = cluster.core(0)->AnswerJoin(1);
   CHECK(running.initialized);
   CHECK(running.layout == SmallLayout());

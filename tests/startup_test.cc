@@ -105,23 +105,24 @@ TEST_CASE("--join without replicas, or with the wrong number of addresses: exit 
   CHECK_THAT(log, Catch::Contains("--join names 2 addresses; the job has 3 servers"));
 }
 
-TEST_CASE("--join with no job running anywhere: the server waits, saying so, and SIGTERM ends it", "[startup][process]") {
+TEST_CASE("--join with no job running anywhere: the server starts as usual, saying so", "[startup][process]") {
   const std::string dir = TempDir("join-nobody");
   const std::string log_path = dir + "/server.log";
-  // Server 0's peer, server 1, is a port nothing listens on.
+  // Server 0's peer, server 1, is a port nothing listens on: a new job, or every server restarting.
   ChildProcess server(RunfilePath("server/ps_server"),
                       {"--port=0", "--server_id=0", "--num_servers=2", "--replicas=2",
                        absl::StrCat("--join=127.0.0.1:1,127.0.0.1:", FreePort())},
                       log_path);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!absl::StrContains(ReadFile(log_path), "waiting for a server of the job") && absl::Now() < deadline) {
+  while (!absl::StrContains(ReadFile(log_path), "serving sync mode") && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   server.Send(SIGTERM);
   const int code = server.Wait();
   const std::string log = ReadFile(log_path);
   INFO(log);
-  CHECK_THAT(log, Catch::Contains("--join: waiting for a server of the job that runs it"));
+  CHECK_THAT(log, Catch::Contains("--join: no other server of the job runs it"));
+  CHECK_THAT(log, Catch::Contains("serving sync mode"));
   CHECK(code == 0);
 }
 

@@ -88,6 +88,7 @@ class TestCluster {
     links_[s]->SetPeers(addresses);
     ReplicaJoinerOptions j;
     j.peers = addresses;
+    j.join_at_start = true;
     j.credentials = grpc::InsecureChannelCredentials();
     j.poll = absl::Milliseconds(20);
     joiners_[s] = std::make_unique<ReplicaJoiner>(core, j);
