@@ -21,8 +21,9 @@ JoinInfo ParameterServerImpl::AnswerJoin(int from) {
   info.timeline = timeline_;
   // A server that is joining itself has nothing to give yet; one whose job
   // has not trained yet is starting with the joiner (its workers will
-  // initialise both).
-  if (!initialized_ || keys_to_copy_.load() > 0 || View().Joining(options_.server_id) ||
+  // initialise both), and one that restored a checkpoint and awaits the
+  // job's rewind is restarting with it (the joiner restores its own).
+  if (!initialized_ || awaiting_rewind_ || keys_to_copy_.load() > 0 || View().Joining(options_.server_id) ||
       table_->VersionRange().second == 0) {
     return info;
   }
