@@ -21,6 +21,12 @@ bool ServerView::Pristine() const {
   return std::all_of(gen_.begin(), gen_.end(), [](uint32_t g) { return g == 0; });
 }
 
+int ServerView::Count(Standing s) const {
+  int n = 0;
+  for (int server = 0; server < kMaxReplicatedServers; ++server) n += standing(server) == s ? 1 : 0;
+  return n;
+}
+
 void ServerView::MarkFailed(int server) {
   if (!InRange(server)) return;
   while (gen_[server] % 3 != 1) ++gen_[server];

@@ -49,6 +49,8 @@ class ServerView {
   bool Joining(int server) const { return standing(server) == Standing::kJoining; }
   // Every server live at generation 0: nothing has happened yet.
   bool Pristine() const;
+  // How many servers stand so.
+  int Count(Standing standing) const;
 
   // `server` failed: its next failed generation (unchanged when failed).
   void MarkFailed(int server);

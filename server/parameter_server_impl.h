@@ -130,6 +130,10 @@ class ParameterServerImpl final : public ParameterServer {
   // While joining: `k` (index) has been copied here; marks this server live
   // once every key has.
   void NoteCopied(size_t index);
+  // BeginJoin and Rejoin: no key copied here yet; merges `learned` and marks
+  // this server joining. Returns the view. REQUIRES: rewind_mu_ held
+  // exclusively (ApplyReplica reads copied_ under it).
+  ServerView AwaitCopies(const ServerView& learned);
   // After an update of `k` that this server serves: queues it for the next
   // copy. REQUIRES: k.mu held.
   void QueueReplica(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);

@@ -3,10 +3,10 @@
 // builds its keys empty from a peer's layout and marks itself joining in
 // the job's view (common/replica_map.h); every server that learns it copies
 // it, whole, the keys it serves that the joiner holds, and forwards their
-// updates to it from then on; pulls do not wait for a joining copy. Once
-// every key it holds has been copied, the joiner marks itself live: pulls
-// wait for its acknowledgements again, and it serves its keys should the
-// other copy's server fail.
+// updates to it from then on (sync pulls wait for the joining copy, async
+// and ssp ones do not: GateCopy). Once every key it holds has been copied,
+// the joiner marks itself live: it backs its keys up again, and serves them
+// should the other copy's server fail.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -48,19 +48,12 @@ absl::Status ParameterServerImpl::BeginJoin(const Layout& layout, int64_t timeli
     }
     InstallKeys(*std::move(map));
     timeline_ = timeline;
-    copied_ = std::make_unique<std::atomic<bool>[]>(table_->size());
-    for (size_t i = 0; i < table_->size(); ++i) copied_[i] = false;
-    keys_to_copy_ = static_cast<int64_t>(table_->size());
-    absl::MutexLock view_lock(&view_mu_);
-    view_.Merge(view);
-    view_.MarkJoining(self);
-    joined = view_;
-    pristine_.store(false, std::memory_order_release);
+    joined = AwaitCopies(view);
   }
   spdlog::warn("server {} joins the job (timeline {}): {} keys, {} bytes of weights (and their optimizer slots) to "
                "be copied from the servers that serve them (servers {})",
                self, timeline, table_->size(), table_->owned_bytes(), joined.DebugString());
-  if (table_->size() == 0) NoteCopied(0);
+  if (table_->size() == 0) NoteCopied(0);  // nothing to wait for
   return absl::OkStatus();
 }
 
@@ -72,18 +65,24 @@ absl::Status ParameterServerImpl::Rejoin() {
     if (!Replicating() || !initialized_ || !View().Failed(self)) {
       return absl::FailedPreconditionError(absl::StrCat("server ", self, " has not stepped down: nothing to rejoin"));
     }
-    copied_ = std::make_unique<std::atomic<bool>[]>(table_->size());
-    for (size_t i = 0; i < table_->size(); ++i) copied_[i] = false;
-    keys_to_copy_ = static_cast<int64_t>(table_->size());
-    absl::MutexLock view_lock(&view_mu_);
-    view_.MarkJoining(self);
-    joined = view_;
+    joined = AwaitCopies(ServerView());
   }
   spdlog::warn("server {} stepped down and joins the job again: its {} keys are to be copied from the servers that "
                "serve them (servers {})",
                self, table_->size(), joined.DebugString());
-  if (table_->size() == 0) NoteCopied(0);
+  if (table_->size() == 0) NoteCopied(0);  // nothing to wait for
   return absl::OkStatus();
+}
+
+ServerView ParameterServerImpl::AwaitCopies(const ServerView& learned) {
+  copied_ = std::make_unique<std::atomic<bool>[]>(table_->size());
+  for (size_t i = 0; i < table_->size(); ++i) copied_[i] = false;
+  keys_to_copy_ = static_cast<int64_t>(table_->size());
+  absl::MutexLock view_lock(&view_mu_);
+  view_.Merge(learned);
+  view_.MarkJoining(options_.server_id);
+  pristine_.store(false, std::memory_order_release);
+  return view_;
 }
 
 std::vector<std::string> ParameterServerImpl::Peers() const {

@@ -12,18 +12,6 @@
 namespace shardps {
 namespace {
 
-int FailedCount(const ServerView& view) {
-  int n = 0;
-  for (int s = 0; s < kMaxReplicatedServers; ++s) n += view.Failed(s) ? 1 : 0;
-  return n;
-}
-
-int JoiningCount(const ServerView& view) {
-  int n = 0;
-  for (int s = 0; s < kMaxReplicatedServers; ++s) n += view.Joining(s) ? 1 : 0;
-  return n;
-}
-
 prometheus::MetricFamily Family(const std::string& name, const std::string& help,
                                 prometheus::MetricType type, double value, const std::string& server) {
   prometheus::ClientMetric metric;
@@ -163,9 +151,9 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_replica_keys_installed_total", "Keys installed from a primary's updates.", T::Counter,
                static_cast<double>(s.replica_keys_installed), id),
         Family("shardps_failed_servers", "Servers this one knows to have failed (--replicas).", T::Gauge,
-               static_cast<double>(FailedCount(s.view)), id),
+               static_cast<double>(s.view.Count(Standing::kFailed)), id),
         Family("shardps_joining_servers", "Servers this one knows to be joining: being copied their keys (--join).",
-               T::Gauge, static_cast<double>(JoiningCount(s.view)), id),
+               T::Gauge, static_cast<double>(s.view.Count(Standing::kJoining)), id),
         Family("shardps_keys_to_copy", "While this server joins (--join): the keys not yet copied to it.", T::Gauge,
                static_cast<double>(s.keys_to_copy), id),
         Family("shardps_heap_bytes", "Bytes malloc has handed out and not had back (memory in use).", T::Gauge,

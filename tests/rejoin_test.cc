@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "tests/lockstep_training.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -27,37 +28,6 @@ ServerOptions Options(Mode mode) {
   o.optimizer.momentum = 0.9;  // a slot the copies must have too
   o.async_lr_scaling = AsyncLrScaling::kNone;
   return o;
-}
-
-std::vector<std::vector<float>> GradientOf(int rank, int64_t step) {
-  auto g = Zeros(SmallLayout());
-  for (size_t t = 0; t < g.size(); ++t) {
-    for (size_t i = 0; i < g[t].size(); ++i) g[t][i] = 0.1f * (rank + 1) + 0.013f * step - 0.007f * i + 0.3f * t;
-  }
-  return g;
-}
-
-// kSteps steps of both workers in lockstep; events[step] runs before worker
-// 1's push of that step. Returns worker 0's last pull.
-std::vector<std::vector<float>> Train(TestCluster& cluster, const std::map<int64_t, std::function<void()>>& events) {
-  std::vector<std::unique_ptr<PsClient>> workers;
-  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
-  REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
-  std::vector<std::vector<float>> w = Zeros(SmallLayout());
-  for (int64_t step = 0; step < kSteps; ++step) {
-    for (int r = 0; r < kWorkers; ++r) {
-      if (auto e = events.find(step); e != events.end() && r == 1) e->second();
-      absl::Status pushed = PushAll(*workers[r], step, GradientOf(r, step));
-      INFO("worker " << r << " step " << step << ": " << pushed);
-      REQUIRE(pushed.ok());
-    }
-    for (int r = 0; r < kWorkers; ++r) {
-      absl::Status pulled = PullAll(*workers[r], step + 1, w);
-      INFO("worker " << r << " step " << step << ": " << pulled);
-      REQUIRE(pulled.ok());
-    }
-  }
-  return w;
 }
 
 // Waits (real time, up to 20 s) until every live server sees `s` live.
@@ -78,18 +48,19 @@ TEST_CASE("rejoin: a killed server joins again, is copied its keys, and then the
     std::vector<std::vector<float>> calm;
     {
       TestCluster cluster(Options(mode));
-      calm = Train(cluster, {});
+      calm = TrainInLockstep(cluster, kWorkers, kSteps, {}, mode == Mode::kSync);
     }
     TestCluster cluster(Options(mode));
     ServerStats joining_stats;
-    const auto w = Train(cluster, {{2, [&] { cluster.Kill(1); }},
+    const auto w = TrainInLockstep(cluster, kWorkers, kSteps, {{2, [&] { cluster.Kill(1); }},
                                    {4,
                                     [&] {
                                       cluster.RestartJoining(1);
                                       REQUIRE(AwaitLive(cluster, 1, {0, 1, 2}));
                                       joining_stats = cluster.core(1)->Stats();
                                     }},
-                                   {7, [&] { cluster.Kill(2); }}});
+                                   {7, [&] { cluster.Kill(2); }}},
+                                   mode == Mode::kSync);
     // Server 1 took every key it holds from the servers that kept them.
     CHECK(joining_stats.keys_to_copy == 0);
     CHECK(joining_stats.replica_keys_installed >= joining_stats.num_keys);

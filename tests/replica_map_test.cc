@@ -36,6 +36,8 @@ TEST_CASE("the first live server of a chain serves it; none when every copy fail
   view.MarkFailed(2);
   CHECK(map.Serving(1, view) == -1);
   CHECK(view.DebugString() == "{1 failed, 2 failed}");
+  CHECK(view.Count(Standing::kFailed) == 2);
+  CHECK(view.Count(Standing::kLive) == kMaxReplicatedServers - 2);
 }
 
 TEST_CASE("a server that joins again backs up the keys it held, and serves them only once the other copy fails") {

@@ -13,6 +13,7 @@
 
 #include "common/metrics_http.h"
 #include "common/tensor_frame.h"
+#include "tests/lockstep_training.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -59,40 +60,11 @@ wire::ReplicateRequest OneKeyRequest(const ChunkKey& key) {
   return req;
 }
 
-// Rank r's gradient at `step`: values whose float sums depend on their order.
-std::vector<std::vector<float>> GradientOf(int rank, int64_t step) {
-  auto g = Zeros(SmallLayout());
-  for (size_t t = 0; t < g.size(); ++t) {
-    for (size_t i = 0; i < g[t].size(); ++i) g[t][i] = 0.1f * (rank + 1) + 0.013f * step - 0.007f * i + 0.3f * t;
-  }
-  return g;
-}
-
-// kSteps steps of both workers, in lockstep from this thread; at step
+// kSteps steps of both workers (tests/lockstep_training.h); at step
 // `kill_at`, after worker 0's push and before worker 1's, `kill` runs.
-// Returns the weights worker 0 pulled at the end (sync: asserted equal to
-// worker 1's; async pulls may answer different versions).
 std::vector<std::vector<float>> Train(TestCluster& cluster, int kill_at, const std::function<void()>& kill,
                                       bool sync = true) {
-  std::vector<std::unique_ptr<PsClient>> workers;
-  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
-  REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
-  std::vector<std::vector<std::vector<float>>> w(kWorkers, Zeros(SmallLayout()));
-  for (int64_t step = 0; step < kSteps; ++step) {
-    for (int r = 0; r < kWorkers; ++r) {
-      if (step == kill_at && r == 1) kill();
-      absl::Status pushed = PushAll(*workers[r], step, GradientOf(r, step));
-      INFO("worker " << r << " step " << step << ": " << pushed);
-      REQUIRE(pushed.ok());
-    }
-    for (int r = 0; r < kWorkers; ++r) {
-      absl::Status pulled = PullAll(*workers[r], step + 1, w[r]);
-      INFO("worker " << r << " step " << step << ": " << pulled);
-      REQUIRE(pulled.ok());
-    }
-  }
-  if (sync) REQUIRE(w[0] == w[1]);
-  return w[0];
+  return TrainInLockstep(cluster, kWorkers, kSteps, {{kill_at, kill}}, sync);
 }
 
 bool Bitwise(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {

@@ -194,6 +194,17 @@ inline std::vector<std::vector<float>> Filled(float v) {
   return w;
 }
 
+// Rank r's gradient of SmallLayout() at `step`: values whose float sums
+// depend on their order (a sync step is bitwise only when summed in rank
+// order).
+inline std::vector<std::vector<float>> GradientOf(int rank, int64_t step) {
+  auto g = Zeros(SmallLayout());
+  for (size_t t = 0; t < g.size(); ++t) {
+    for (size_t i = 0; i < g[t].size(); ++i) g[t][i] = 0.1f * (rank + 1) + 0.013f * step - 0.007f * i + 0.3f * t;
+  }
+  return g;
+}
+
 // Pushes (pulls) both tensors of SmallLayout().
 inline absl::Status PushAll(PsClient& c, int64_t step, const std::vector<std::vector<float>>& g) {
   return c.Push(step, {{0, g[0].data()}, {1, g[1].data()}});
