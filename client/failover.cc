@@ -7,12 +7,6 @@
 
 namespace shardps {
 
-ServerView Failover::view() const {
-  if (pristine_.load(std::memory_order_acquire)) return ServerView();
-  absl::MutexLock lock(&view_mu_);
-  return view_;
-}
-
 ServerConnection* Failover::Serving(int server) const {
   const int serving = ServingId(server);
   return serving < 0 ? nullptr : connections_[serving];
@@ -26,15 +20,10 @@ void Failover::MarkFailed(int server, absl::string_view why) {
 
 void Failover::Merge(const ServerView& incoming, absl::string_view why) {
   if (incoming.Pristine()) return;
-  ServerView before, now;
-  std::vector<int> rose;
-  {
-    absl::MutexLock lock(&view_mu_);
-    before = view_;
-    rose = view_.Merge(incoming);
-    now = view_;
-    if (!rose.empty()) pristine_.store(false, std::memory_order_release);
-  }
+  const SharedServerView::Change change = view_.Merge(incoming);
+  const ServerView& before = change.before;
+  const ServerView& now = change.now;
+  const std::vector<int>& rose = change.rose;
   // Registering: no calls to move yet, and no session to take to a server
   // live again (the registration in progress covers every server).
   if (rose.empty() || !armed()) return;
@@ -67,7 +56,7 @@ void Failover::Merge(const ServerView& incoming, absl::string_view why) {
 }
 
 void Failover::PushKeptAgain() {
-  if (pristine_.load(std::memory_order_acquire)) return;  // every push went to the server serving it
+  if (view_.Pristine()) return;  // every push went to the server serving it
   const ServerView now = view();
   std::vector<Kept> again;
   {

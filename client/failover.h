@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "client/server_connection.h"
 #include "common/replica_map.h"
+#include "common/shared_server_view.h"
 
 namespace shardps {
 
@@ -54,7 +55,7 @@ class Failover {
 
   const ReplicaMap& map() const { return map_; }
   absl::Duration timeout() const { return timeout_; }
-  ServerView view() const;
+  ServerView view() const { return view_.Load(); }
   // The server serving `server`'s keys now; -1 when no copy is live.
   int ServingId(int server) const { return map_.Serving(server, view()); }
   // The connection serving `server`'s keys now; null when every copy failed.
@@ -100,9 +101,7 @@ class Failover {
   std::vector<ServerConnection*> connections_;
   std::atomic<bool> armed_{false};
   std::atomic<int64_t> last_step_{-1}, timeline_{0};
-  std::atomic<bool> pristine_{true};  // nothing has happened: the fast path
-  mutable absl::Mutex view_mu_;
-  ServerView view_ ABSL_GUARDED_BY(view_mu_);
+  SharedServerView view_;
   absl::Mutex mu_;
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
 };

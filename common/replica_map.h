@@ -75,6 +75,7 @@ class ServerView {
   std::string DebugString() const;
 
  private:
+  friend class SharedServerView;  // common/shared_server_view.h: loads and stores the generations
   static bool InRange(int server) { return server >= 0 && server < kMaxReplicatedServers; }
   std::array<uint32_t, kMaxReplicatedServers> gen_{};
 };

@@ -14,6 +14,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/replica_map.h"
+#include "common/shared_server_view.h"
 #include "server/key_table.h"
 #include "server/membership.h"
 #include "server/optimizer.h"
@@ -56,7 +57,7 @@ class ParameterServerImpl final : public ParameterServer {
   absl::Status RecordRefused(absl::Status status) override { return Refuse(std::move(status)); }
   void NotePeers(const std::vector<std::string>& addresses) override;
   void NoteView(const ServerView& view) override;
-  ServerView View() const override;
+  ServerView View() const override { return view_.Load(); }
   JoinInfo AnswerJoin(int from) override;
   absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) override;
   absl::Status Rejoin() override;
@@ -183,12 +184,9 @@ class ParameterServerImpl final : public ParameterServer {
   int64_t staleness_reported_step_ = 0;
 
   // Replication: the chains (with --replicas), the job's servers as this
-  // one knows them (pristine_: nothing has happened, the fast path), and
-  // the updates waiting for the link.
+  // one knows them, and the updates waiting for the link.
   std::optional<ReplicaMap> replicas_;
-  mutable absl::Mutex view_mu_;
-  ServerView view_ ABSL_GUARDED_BY(view_mu_);
-  std::atomic<bool> pristine_{true};
+  SharedServerView view_;
   // Joining (BeginJoin): which keys have been copied here, and how many not.
   std::unique_ptr<std::atomic<bool>[]> copied_;
   std::atomic<int64_t> keys_to_copy_{0};

@@ -78,11 +78,10 @@ ServerView ParameterServerImpl::AwaitCopies(const ServerView& learned) {
   copied_ = std::make_unique<std::atomic<bool>[]>(table_->size());
   for (size_t i = 0; i < table_->size(); ++i) copied_[i] = false;
   keys_to_copy_ = static_cast<int64_t>(table_->size());
-  absl::MutexLock view_lock(&view_mu_);
-  view_.Merge(learned);
-  view_.MarkJoining(options_.server_id);
-  pristine_.store(false, std::memory_order_release);
-  return view_;
+  return view_.Edit([&](ServerView& v) {
+    v.Merge(learned);
+    v.MarkJoining(options_.server_id);
+  });
 }
 
 std::vector<std::string> ParameterServerImpl::Peers() const {
@@ -109,12 +108,7 @@ void ParameterServerImpl::CopyAllTo(int joiner) {
 void ParameterServerImpl::NoteCopied(size_t index) {
   if (index < table_->size() && copied_[index].exchange(true)) return;
   if (index < table_->size() && keys_to_copy_.fetch_sub(1) != 1) return;
-  ServerView now;
-  {
-    absl::MutexLock lock(&view_mu_);
-    view_.MarkLive(options_.server_id);
-    now = view_;
-  }
+  const ServerView now = view_.Edit([&](ServerView& v) { v.MarkLive(options_.server_id); });
   const auto [low, high] = table_->VersionRange();
   checkpointer_.Attach(table_.get(), low, timeline_, /*write_now=*/false);
   spdlog::warn("server {} has a copy of every key it holds ({} keys at versions {}..{}): live again (servers {})",

@@ -129,22 +129,11 @@ void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>
   NoteView(failed);
 }
 
-ServerView ParameterServerImpl::View() const {
-  if (pristine_.load(std::memory_order_acquire)) return ServerView();
-  absl::MutexLock lock(&view_mu_);
-  return view_;
-}
-
 void ParameterServerImpl::NoteView(const ServerView& view) {
   if (!Replicating() || view.Pristine()) return;
-  std::vector<int> rose;
-  ServerView now;
-  {
-    absl::MutexLock lock(&view_mu_);
-    rose = view_.Merge(view);
-    now = view_;
-    if (!rose.empty()) pristine_.store(false, std::memory_order_release);
-  }
+  const SharedServerView::Change change = view_.Merge(view);
+  const std::vector<int>& rose = change.rose;
+  const ServerView& now = change.now;
   if (rose.empty()) return;
   const int self = options_.server_id;
   if (std::find(rose.begin(), rose.end(), self) != rose.end() && now.Failed(self)) {

@@ -6,6 +6,7 @@
 
 #include "common/key_partition.h"
 #include "common/replica_map.h"
+#include "common/shared_server_view.h"
 
 namespace shardps {
 namespace {
@@ -88,6 +89,24 @@ TEST_CASE("views merge by the larger generation per server, and travel as text")
   a.MarkFailed(1);  // joining, then failed
   CHECK(a.Failed(1));
   CHECK(a.generation(1) == 7);
+}
+
+TEST_CASE("a shared view merges and edits as a view does, and loads what it holds") {
+  SharedServerView shared;
+  CHECK(shared.Pristine());
+  CHECK(shared.Load().Pristine());
+  ServerView failed;
+  failed.MarkFailed(2);
+  const SharedServerView::Change c = shared.Merge(failed);
+  CHECK(c.before.Pristine());
+  CHECK(c.rose == std::vector<int>{2});
+  CHECK(c.now == failed);
+  CHECK(shared.Load() == failed);
+  CHECK_FALSE(shared.Pristine());
+  CHECK(shared.Merge(failed).rose.empty());
+  const ServerView joined = shared.Edit([](ServerView& v) { v.MarkJoining(2); });
+  CHECK(joined.Joining(2));
+  CHECK(shared.Load() == joined);
 }
 
 TEST_CASE("bad replica counts are refused with the reason") {
