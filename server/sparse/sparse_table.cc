@@ -25,8 +25,8 @@ SparseTable::SparseTable(const TableSpec& spec, int admit_count)
 float* SparseTable::RowOf(Stripe& s, int64_t id) {
   const int32_t now = touch_step_.load(std::memory_order_relaxed);
   if (auto it = s.index.find(id); it != s.index.end()) {
-    s.touched[it->second] = now;
-    return s.slabs[it->second / kRowsPerSlab].get() + (it->second % kRowsPerSlab) * stride_;
+    it->second.touched = now;
+    return RowAt(s, it->second.row);
   }
   uint32_t r;
   if (!s.free.empty()) {
@@ -35,11 +35,9 @@ float* SparseTable::RowOf(Stripe& s, int64_t id) {
   } else {
     r = s.used++;
     if (r % kRowsPerSlab == 0) s.slabs.emplace_back(new float[kRowsPerSlab * stride_]);
-    s.touched.push_back(now);
   }
-  s.index.emplace(id, r);
-  s.touched[r] = now;
-  float* row = s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
+  s.index.emplace(id, Place{r, now});
+  float* row = RowAt(s, r);
   InitialRow(spec_, id, row);
   std::memset(row + spec_.dim, 0, slots_ * sizeof(float));
   rows_.fetch_add(1, std::memory_order_relaxed);
@@ -65,11 +63,11 @@ int64_t SparseTable::Evict(int64_t step) {
     waiting_.fetch_sub(static_cast<int64_t>(s.seen.size()), std::memory_order_relaxed);
     s.seen.clear();  // counts toward admission start again at each sweep
     for (auto it = s.index.begin(); it != s.index.end();) {
-      if (s.touched[it->second] >= step) {
+      if (it->second.touched >= step) {
         ++it;
         continue;
       }
-      s.free.push_back(it->second);
+      s.free.push_back(it->second.row);
       s.index.erase(it++);
       ++dropped;
     }
@@ -97,7 +95,8 @@ void SparseTable::GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32
 
 template <typename Fn>
 void SparseTable::ForRows(const int64_t* ids, size_t n, bool pushed, Fn&& fn) {
-  constexpr uint32_t kAhead = 8;  // rows prefetched ahead of the one visited
+  constexpr uint32_t kAhead = 8;        // rows prefetched ahead of the one visited
+  constexpr uint32_t kLookAhead = 16;  // map slots prefetched ahead of the id looked up
   std::vector<uint32_t> order;
   std::array<uint32_t, kStripes + 1> begin;
   GroupByStripe(ids, n, order, begin);
@@ -108,7 +107,10 @@ void SparseTable::ForRows(const int64_t* ids, size_t n, bool pushed, Fn&& fn) {
     Stripe& s = stripes_[k];
     absl::MutexLock lock(&s.mu);
     rows.clear();
-    for (uint32_t j = begin[k]; j < begin[k + 1]; ++j) rows.push_back(AdmittedRowOf(s, ids[order[j]], pushed));
+    for (uint32_t j = begin[k]; j < begin[k + 1]; ++j) {
+      if (j + kLookAhead < begin[k + 1]) s.index.prefetch(ids[order[j + kLookAhead]]);
+      rows.push_back(AdmittedRowOf(s, ids[order[j]], pushed));
+    }
     for (uint32_t j = 0; j < rows.size(); ++j) {
       if (j + kAhead < rows.size() && rows[j + kAhead] != nullptr) {
         const char* ahead = reinterpret_cast<const char*>(rows[j + kAhead]);
@@ -140,8 +142,8 @@ void SparseTable::Apply(const int64_t* ids, size_t n, const float* grads, float 
 void SparseTable::ForEach(const std::function<void(int64_t, const float*, const float*)>& fn) {
   for (Stripe& s : stripes_) {
     absl::MutexLock lock(&s.mu);
-    for (const auto& [id, r] : s.index) {
-      const float* row = s.slabs[r / kRowsPerSlab].get() + (r % kRowsPerSlab) * stride_;
+    for (const auto& [id, place] : s.index) {
+      const float* row = RowAt(s, place.row);
       fn(id, row, row + spec_.dim);
     }
   }
@@ -162,10 +164,10 @@ int64_t SparseTable::bytes() const {
   for (const Stripe& s : stripes_) {
     absl::MutexLock lock(&s.mu);
     total += static_cast<int64_t>(s.slabs.size()) * kRowsPerSlab * stride_ * sizeof(float);
-    total += static_cast<int64_t>(s.touched.capacity() * sizeof(int32_t) + s.free.capacity() * sizeof(uint32_t));
+    total += static_cast<int64_t>(s.free.capacity() * sizeof(uint32_t));
     total += static_cast<int64_t>(s.seen.capacity()) * (sizeof(std::pair<int64_t, uint32_t>) + 1);
     // flat_hash_map: one slot (16 bytes) and one control byte per bucket.
-    total += static_cast<int64_t>(s.index.capacity()) * (sizeof(std::pair<int64_t, uint32_t>) + 1);
+    total += static_cast<int64_t>(s.index.capacity()) * (sizeof(std::pair<int64_t, Place>) + 1);
   }
   return total;
 }

@@ -76,11 +76,17 @@ class SparseTable {
   static constexpr int kStripes = 1 << kStripeBits;
   static constexpr uint32_t kRowsPerSlab = 1024;
 
+  // Where a stored row lives, and the step it was last touched: kept in the
+  // map's own slot (16 bytes with the id, as a bare place would take with
+  // padding), so a lookup touches no second array.
+  struct Place {
+    uint32_t row;
+    int32_t touched;
+  };
   struct Stripe {
     mutable absl::Mutex mu;
-    absl::flat_hash_map<int64_t, uint32_t> index ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<int64_t, Place> index ABSL_GUARDED_BY(mu);
     std::vector<std::unique_ptr<float[]>> slabs ABSL_GUARDED_BY(mu);
-    std::vector<int32_t> touched ABSL_GUARDED_BY(mu);  // per row place: the step it was last touched
     std::vector<uint32_t> free ABSL_GUARDED_BY(mu);    // places of evicted rows
     absl::flat_hash_map<int64_t, uint32_t> seen ABSL_GUARDED_BY(mu);  // admission: pushes of ids not stored yet
     uint32_t used ABSL_GUARDED_BY(mu) = 0;
@@ -89,6 +95,9 @@ class SparseTable {
   static int StripeOf(int64_t id) { return static_cast<int>(MixId(static_cast<uint64_t>(id)) & (kStripes - 1)); }
   // The row of `id` (then its slots), made from InitialRow() when new.
   float* RowOf(Stripe& s, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  float* RowAt(const Stripe& s, uint32_t place) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    return s.slabs[place / kRowsPerSlab].get() + (place % kRowsPerSlab) * stride_;
+  }
   // With admission: the stored row of `id`, or null when it is not stored
   // (yet); `pushed` counts a push toward its admission.
   float* AdmittedRowOf(Stripe& s, int64_t id, bool pushed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
@@ -98,9 +107,10 @@ class SparseTable {
                      std::array<uint32_t, kStripes + 1>& begin) const;
   // Runs fn(row, position) for every position, stripe by stripe (each
   // locked while it is visited): row is the id's row (AdmittedRowOf, so
-  // null when not admitted). A stripe's rows are found first, then visited
-  // with the next ones prefetched: rows are scattered over the slabs, and
-  // the update or copy of each would otherwise wait on memory.
+  // null when not admitted). A stripe's rows are found first (each id's
+  // map slot prefetched a few ids ahead), then visited with the next ones
+  // prefetched: ids and rows are scattered over memory, and each lookup,
+  // update or copy would otherwise wait on it.
   template <typename Fn>
   void ForRows(const int64_t* ids, size_t n, bool pushed, Fn&& fn);
 
