@@ -27,6 +27,8 @@
 
 namespace shardps {
 
+struct RowsPushPart;  // one PushRows request's fields (client/grpc_rows.cc)
+
 // Runs fn(done) and waits for done to be called; returns its status.
 absl::Status Blocking(const std::function<void(PsClient::Done)>& fn);
 
@@ -119,13 +121,12 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<int> TableDim(uint32_t table) const;
   // Sends one PushRows request to server `s` (its turn in the push queue
   // has come; `finished` gives the turn back).
-  void SendRows(int s, std::shared_ptr<wire::PushRowsRequest> req, std::shared_ptr<Fanout> fanout,
+  void SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shared_ptr<Fanout> fanout,
                 std::function<void()> finished);
   // Sends one PullRows request to server `s` for `values` floats into `out`
-  // (inside `pulled`, kept alive), as the pull queue starts it.
+  // (memory `keep` keeps alive), as the pull queue starts it.
   void SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> req, float* out, size_t values, wire::DType dtype,
-                    std::shared_ptr<Fanout> fanout, std::shared_ptr<std::vector<float>> pulled,
-                    std::function<void()> finished);
+                    std::shared_ptr<Fanout> fanout, std::shared_ptr<const void> keep, std::function<void()> finished);
 
   const ClientOptions options_;
   RealClock real_clock_;

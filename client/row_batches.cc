@@ -58,7 +58,11 @@ RowPlan PlanRows(const int64_t* ids, size_t n, int num_servers) {
     position[d] = static_cast<uint32_t>(next[server[d]]++);
     plan.ids[position[d]] = distinct[d];
   }
-  for (size_t i = 0; i < n; ++i) plan.slot_of[i] = position[first_index[i]];
+  plan.identity = plan.ids.size() == n;
+  for (size_t i = 0; i < n; ++i) {
+    plan.slot_of[i] = position[first_index[i]];
+    plan.identity = plan.identity && plan.slot_of[i] == i;
+  }
   return plan;
 }
 

@@ -17,6 +17,10 @@ struct RowPlan {
   std::vector<size_t> server_begin;  // server s's ids are ids[server_begin[s]..server_begin[s+1])
   // For each position of the caller's batch, the index of its id in `ids`.
   std::vector<uint32_t> slot_of;
+  // Whether slot_of[i] == i for every i: the batch's ids are distinct and
+  // already in server order (one server and ascending ids, say), so its
+  // rows need no summing or scattering.
+  bool identity = false;
 };
 
 RowPlan PlanRows(const int64_t* ids, size_t n, int num_servers);

@@ -13,6 +13,7 @@
 #include "common/tensor_frame.h"
 #include "common/wire_dtype.h"
 #include "proto/shardps.pb.h"
+#include "server/rows_service.h"
 #include "server/unary_reactor.h"
 #include "spdlog/spdlog.h"
 
@@ -134,15 +135,6 @@ absl::StatusOr<wire::PushResponse> Push(ParameterServer* core, const wire::PushR
   if (!outcomes.ok()) return outcomes.status();
   wire::PushResponse resp;
   for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
-  return resp;
-}
-
-absl::StatusOr<wire::PushRowsResponse> PushRows(ParameterServer* core, const wire::PushRowsRequest& req) {
-  absl::StatusOr<wire::PushOutcome> outcome =
-      core->PushRows(req.session_id(), req.step(), req.table(), RowPayload{req.ids(), req.rows(), req.dtype()});
-  if (!outcome.ok()) return outcome.status();
-  wire::PushRowsResponse resp;
-  resp.set_outcome(*outcome);
   return resp;
 }
 
@@ -269,36 +261,6 @@ class PullReactor final : public ProtoReactor<wire::PullRequest> {
   }
 };
 
-// PullRows: the rows in the answer's bytes, float32 or bfloat16.
-class PullRowsReactor final : public ProtoReactor<wire::PullRowsRequest> {
- public:
-  using ProtoReactor::ProtoReactor;
-
- private:
-  void Serve(const wire::PullRowsRequest& req) override {
-    const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req.dtype());
-    if (!dtype.ok()) return Refuse(dtype.status());
-    // The request outlives the call: the ids are read from it after a wait.
-    ids_ = req.ids();
-    core_->PullRows(req.session_id(), req.step(), req.table(), ids_, Deadline(),
-                    [this, dtype = *dtype](absl::StatusOr<PulledRows> rows) {
-                      if (!rows.ok()) return Reply(rows.status());
-                      wire::PullRowsResponse resp;
-                      resp.set_version(rows->version);
-                      const int64_t n = static_cast<int64_t>(rows->rows.size());
-                      if (dtype == wire::DTYPE_FLOAT32) {
-                        resp.set_rows(reinterpret_cast<const char*>(rows->rows.data()), n * sizeof(float));
-                      } else {
-                        std::string* out = resp.mutable_rows();
-                        out->resize(n * 2);
-                        ToBfloat16(rows->rows.data(), n, reinterpret_cast<uint16_t*>(out->data()));
-                      }
-                      Reply(absl::OkStatus(), MessageBuffer(resp));
-                    });
-  }
-  std::string ids_;
-};
-
 template <typename Req, typename Resp>
 grpc::ServerGenericBidiReactor* Immediate(grpc::GenericCallbackServerContext* ctx, ParameterServer* core,
                                           absl::StatusOr<Resp> (*handler)(ParameterServer*, const Req&)) {
@@ -318,15 +280,14 @@ grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallback
   if (name == "Register") return Immediate(ctx, core, &Register);
   if (name == "Init") return Immediate(ctx, core, &Init);
   if (name == "Push") return Immediate(ctx, core, &Push);
-  if (name == "PushRows") return Immediate(ctx, core, &PushRows);
   if (name == "Heartbeat") return Immediate(ctx, core, &Heartbeat);
   if (name == "Rewind") return Immediate(ctx, core, &Rewind);
   if (name == "Replicate") return Immediate(ctx, core, &Replicate);
   if (name == "Join") return Immediate(ctx, core, &Join);
+  if (auto* rows = NewRowsReactor(name, ctx, core); rows != nullptr) return rows;
   UnaryReactor* r = nullptr;
   if (name == "Admin") r = new AdminReactor(ctx, core, stop);
   if (name == "Pull") r = new PullReactor(ctx, core);
-  if (name == "PullRows") r = new PullRowsReactor(ctx, core);
   if (r != nullptr) r->Start();
   return r;
 }

@@ -26,6 +26,9 @@ void CheckPlan(const std::vector<int64_t>& ids, int servers, const RowPlan& plan
   }
   REQUIRE(plan.slot_of.size() == ids.size());
   for (size_t i = 0; i < ids.size(); ++i) CHECK(plan.ids[plan.slot_of[i]] == ids[i]);
+  bool identity = plan.ids.size() == ids.size();
+  for (size_t i = 0; i < ids.size(); ++i) identity = identity && plan.slot_of[i] == i;
+  CHECK(plan.identity == identity);
 }
 
 TEST_CASE("a batch's ids: distinct, by server, repeated gradients summed, rows scattered back", "[rows]") {
@@ -61,6 +64,17 @@ TEST_CASE("distinct ascending ids take the fast path to the same plan", "[rows]"
   // Equal neighbours are not ascending: planned as repeats.
   const std::vector<int64_t> pair = {5, 5};
   CHECK(PlanRows(pair.data(), 2, 2).ids == std::vector<int64_t>{5});
+}
+
+TEST_CASE("a plan is the identity only for distinct ids already in server order", "[rows]") {
+  std::vector<int64_t> ascending;
+  for (int64_t i = 0; i < 100; ++i) ascending.push_back(i * 7919);
+  CHECK(PlanRows(ascending.data(), ascending.size(), 1).identity);  // one server: any distinct ascending batch
+  CHECK_FALSE(PlanRows(ascending.data(), ascending.size(), 4).identity);  // spread over 4 servers
+  const std::vector<int64_t> descending = {9, 4, 1};
+  CHECK(PlanRows(descending.data(), descending.size(), 1).identity);  // distinct: the hash-map path keeps order
+  const std::vector<int64_t> repeated = {1, 2, 1};
+  CHECK_FALSE(PlanRows(repeated.data(), repeated.size(), 1).identity);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include "client/pending_call.h"
 #include "tests/expect_status.h"
 #include "tests/test_cluster.h"
@@ -166,6 +168,41 @@ TEST_CASE_METHOD(RawRows, "sparse bad input: a clear status each, nothing applie
   REQUIRE(Push(0, {1}, {2, 2}).ok());  // buffered: worker 0 has not pushed step 0
   REQUIRE(worker_->PushRows(0, 0, nullptr, 0, nullptr).ok());
   CHECK(Row(1) == std::vector<float>{-1, -1});
+}
+
+// Bytes sent to `method` through gRPC's generic stub, as a peer that is
+// not a ShardPS client may send them.
+grpc::Status RawBytes(const TestCluster& cluster, const std::string& method, const std::string& bytes) {
+  grpc::GenericStub stub(grpc::CreateChannel(cluster.Addresses()[0], grpc::InsecureChannelCredentials()));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  REQUIRE(cq.Next(&tag, &ok));
+  return status;
+}
+
+TEST_CASE_METHOD(RawRows, "malformed row messages: refused by name, the server keeps serving", "[sparse][bad_input]") {
+  const std::string kPushRows = "/shardps.wire.ParameterService/PushRows";
+  const int64_t before = Refused();
+  Expect(RawBytes(cluster_, kPushRows, std::string("\x2a\x02\x01", 3)), grpc::StatusCode::INVALID_ARGUMENT,
+         "field 5 is cut short");
+  Expect(RawBytes(cluster_, "/shardps.wire.ParameterService/PullRows", "\xff\xff"),
+         grpc::StatusCode::INVALID_ARGUMENT, "PullRowsRequest");
+  wire::PushRowsRequest twice;
+  twice.set_session_id(session_);
+  twice.set_rows(std::string(8, '\0'));
+  twice.set_ids(std::string(8, '\0'));
+  Expect(RawBytes(cluster_, kPushRows, twice.SerializeAsString() + twice.SerializeAsString()),
+         grpc::StatusCode::INVALID_ARGUMENT, "field 4 comes twice");
+  CHECK(Refused() == before + 3);
+  CHECK(Row(1) == std::vector<float>{0, 0});
 }
 
 TEST_CASE("a server refuses a negative --row_ttl_steps or --row_admit_count, naming it", "[sparse]") {

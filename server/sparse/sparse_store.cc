@@ -75,10 +75,16 @@ absl::StatusOr<std::vector<float>> SparseStore::DecodeRows(const TableState& t, 
                                                    " need ", want, " bytes of rows; the push has ",
                                                    p.rows.size()));
   }
-  std::vector<float> rows(values);
-  if (p.dtype == wire::DTYPE_FLOAT32) {
+  std::vector<float> rows;
+  const bool take = p.dtype == wire::DTYPE_FLOAT32 && p.owned_rows != nullptr && p.owned_rows->size() == values &&
+                    reinterpret_cast<const char*>(p.owned_rows->data()) == p.rows.data();
+  if (take) {
+    rows = std::move(*p.owned_rows);
+  } else if (p.dtype == wire::DTYPE_FLOAT32) {
+    rows.resize(values);
     if (values > 0) std::memcpy(rows.data(), p.rows.data(), want);
   } else {
+    rows.resize(values);
     FromBfloat16(p.rows.data(), static_cast<int64_t>(values), rows.data());
   }
   for (size_t i = 0; i < values; ++i) {

@@ -44,6 +44,9 @@ struct RowPayload {
   absl::string_view ids;
   absl::string_view rows;
   wire::DType dtype = wire::DTYPE_FLOAT32;
+  // When set (float32 only), the vector `rows` views, which the store may
+  // take instead of copying it (the service reads the rows into it).
+  std::vector<float>* owned_rows = nullptr;
 };
 
 struct PulledRows {
