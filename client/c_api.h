@@ -133,6 +133,18 @@ SHARDPS_DLL int ShardpsPushRowsAsync(ShardpsClientHandle client, int64_t step, i
 SHARDPS_DLL int ShardpsPullRowsAsync(ShardpsClientHandle client, int64_t step, int table, int64_t n,
                                      const int64_t* ids, float* rows, ShardpsCallHandle* call);
 
+/* Several tables' rows in one call, as a model with many embedding tables
+ * moves them each step: `count` transfers, the i-th of ns[i] ids of table
+ * tables[i] (ids[i], and grads[i] or rows[i], as above). Every transfer is
+ * checked before any starts; *call completes when all have, with the first
+ * error if any. */
+SHARDPS_DLL int ShardpsPushRowsManyAsync(ShardpsClientHandle client, int64_t step, int count, const int* tables,
+                                         const int64_t* ns, const int64_t* const* ids, const float* const* grads,
+                                         ShardpsCallHandle* call);
+SHARDPS_DLL int ShardpsPullRowsManyAsync(ShardpsClientHandle client, int64_t step, int count, const int* tables,
+                                         const int64_t* ns, const int64_t* const* ids, float* const* rows,
+                                         ShardpsCallHandle* call);
+
 /* The client's counters: retries, registrations, rewinds it sent. */
 SHARDPS_DLL int ShardpsClientStats(ShardpsClientHandle client, int64_t* retries, int64_t* registrations,
                                    int64_t* rewinds);

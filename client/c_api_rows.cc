@@ -17,6 +17,25 @@ absl::Status CheckRows(const Client& c, int table, int64_t n, const int64_t* ids
   return absl::OkStatus();
 }
 
+// The `count` tables of a call of several, once each has passed CheckRows.
+template <typename Value>
+absl::StatusOr<std::vector<PsClient::Rows<Value>>> ManyRows(const Client& c, int count, const int* tables,
+                                                            const int64_t* ns, const int64_t* const* ids,
+                                                            Value* const* values) {
+  if (count < 0) return absl::InvalidArgumentError(absl::StrCat("a call of ", count, " transfers of rows"));
+  if (count > 0 && (tables == nullptr || ns == nullptr || ids == nullptr || values == nullptr)) {
+    return NullArgument("the tables, counts, ids or rows");
+  }
+  std::vector<PsClient::Rows<Value>> out;
+  for (int i = 0; i < count; ++i) {
+    if (absl::Status s = CheckRows(c, tables[i], ns[i], ids[i], values[i]); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("transfer ", i, " of ", count, ": ", s.message()));
+    }
+    out.push_back({static_cast<uint32_t>(tables[i]), ids[i], static_cast<size_t>(ns[i]), values[i]});
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace shardps
 
@@ -71,5 +90,35 @@ int ShardpsPullRows(ShardpsClientHandle client, int64_t step, int table, int64_t
     if (!c.ok()) return c.status();
     if (absl::Status s = shardps::CheckRows(**c, table, n, ids, rows); !s.ok()) return s;
     return (*c)->client->PullRows(step, static_cast<uint32_t>(table), ids, static_cast<size_t>(n), rows);
+  });
+}
+
+int ShardpsPushRowsManyAsync(ShardpsClientHandle client, int64_t step, int count, const int* tables, const int64_t* ns,
+                             const int64_t* const* ids, const float* const* grads, ShardpsCallHandle* call) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (call == nullptr) return shardps::NullArgument("the output call");
+    auto rows = shardps::ManyRows(**c, count, tables, ns, ids, grads);
+    if (!rows.ok()) return rows.status();
+    auto* pending = new Call();
+    (*c)->client->PushRowsManyAsync(step, *std::move(rows), pending->Callback());
+    *call = pending;
+    return absl::OkStatus();
+  });
+}
+
+int ShardpsPullRowsManyAsync(ShardpsClientHandle client, int64_t step, int count, const int* tables, const int64_t* ns,
+                             const int64_t* const* ids, float* const* rows, ShardpsCallHandle* call) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Client*> c = shardps::ClientOf(client);
+    if (!c.ok()) return c.status();
+    if (call == nullptr) return shardps::NullArgument("the output call");
+    auto many = shardps::ManyRows(**c, count, tables, ns, ids, rows);
+    if (!many.ok()) return many.status();
+    auto* pending = new Call();
+    (*c)->client->PullRowsManyAsync(step, *std::move(many), pending->Callback());
+    *call = pending;
+    return absl::OkStatus();
   });
 }

@@ -28,6 +28,14 @@
 namespace shardps {
 
 struct RowsPushPart;  // one PushRows request's fields (client/grpc_rows.cc)
+struct RowsPull;      // one PullRows request's
+template <typename Value>
+struct PlannedRows;   // one table's rows planned for the wire
+// Where a part of a PullRows answer goes: `values` floats at `out`.
+struct PulledPlace {
+  float* out;
+  size_t values;
+};
 
 // Runs fn(done) and waits for done to be called; returns its status.
 absl::Status Blocking(const std::function<void(PsClient::Done)>& fn);
@@ -70,9 +78,8 @@ class GrpcPsClient final : public PsClient {
   void PullAsync(int64_t step, std::vector<TensorOut> tensors, Done done) override;
   void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
                     Done pulled) override;
-  void PushRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, const float* grads,
-                     Done done) override;
-  void PullRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows, Done done) override;
+  void PushRowsManyAsync(int64_t step, std::vector<Rows<const float>> tables, Done done) override;
+  void PullRowsManyAsync(int64_t step, std::vector<Rows<float>> tables, Done done) override;
   void Shutdown() override;
   ClientStats Stats() const override;
 
@@ -119,14 +126,22 @@ class GrpcPsClient final : public PsClient {
   void HeartbeatLoop(absl::Time start);  // heartbeats due from `start` on
   // The dim of `table`, or INVALID_ARGUMENT naming the layout's tables.
   absl::StatusOr<int> TableDim(uint32_t table) const;
+  // Server s's requests for a push (pull) of the tables `planned`, added to
+  // `reqs`: every table in as few requests as the message limit allows.
+  absl::Status PlanPushes(int64_t step, int s, const std::vector<PlannedRows<const float>>& planned,
+                          std::vector<std::pair<int, std::shared_ptr<RowsPushPart>>>& reqs) const;
+  void PlanPulls(int64_t step, int s, const std::vector<PlannedRows<float>>& planned,
+                 std::vector<std::pair<int, std::shared_ptr<RowsPull>>>& reqs) const;
   // Sends one PushRows request to server `s` (its turn in the push queue
   // has come; `finished` gives the turn back).
   void SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shared_ptr<Fanout> fanout,
                 std::function<void()> finished);
-  // Sends one PullRows request to server `s` for `values` floats into `out`
-  // (memory `keep` keeps alive), as the pull queue starts it.
-  void SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> req, float* out, size_t values, wire::DType dtype,
-                    std::shared_ptr<Fanout> fanout, std::shared_ptr<const void> keep, std::function<void()> finished);
+  // Sends one PullRows request to server `s`, its answer's rows to the
+  // places `into` names in order (kept alive by `keep`), as the pull queue
+  // starts it.
+  void SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> req, std::vector<PulledPlace> into,
+                    wire::DType dtype, std::shared_ptr<Fanout> fanout, std::shared_ptr<const void> keep,
+                    std::function<void()> finished);
 
   const ClientOptions options_;
   RealClock real_clock_;

@@ -17,13 +17,32 @@
 
 namespace shardps {
 
-// One PushRows request: its small fields, and its ids and rows as views
-// into memory that the caller lends until the call completes (ids and
-// gradients that go as they came) or that `owner` keeps (sums, bfloat16).
+// One PullRows request: its small fields and ids, where its answer's
+// parts go, and the bytes it brings back.
+struct RowsPull {
+  wire::PullRowsRequest head;
+  std::vector<PulledPlace> into;
+  int64_t bytes = 0;
+};
+
+// One PushRows request: its small fields, and each table's ids and rows as
+// views into memory that the caller lends until the call completes (ids
+// and gradients that go as they came) or that their owner keeps (plans,
+// sums, bfloat16).
 struct RowsPushPart {
-  wire::PushRowsRequest head;
-  BytesField ids{4, {}, nullptr};
-  BytesField rows{5, {}, nullptr};
+  wire::PushRowsRequest head;  // with its parts
+  std::vector<BytesField> ids, rows;  // the parts' pieces of fields 4 and 5
+};
+
+// One table's rows planned for the wire: its distinct ids by server, and
+// their values (a push's gradients or sums; a pull's room).
+template <typename Value>
+struct PlannedRows {
+  uint32_t table = 0;
+  int dim = 0;
+  std::shared_ptr<const RowPlan> plan;
+  Value* values = nullptr;               // in plan order
+  std::shared_ptr<const void> owner;     // of `values` when they are not the caller's
 };
 
 namespace {
@@ -49,34 +68,49 @@ BytesField RowsField(const float* rows, size_t values, wire::DType dtype, std::s
   }
   return {5, {reinterpret_cast<const char*>(rows), values * sizeof(float)}, std::move(owner)};
 }
-// The rows of a PullRows answer from server `s`: `values` floats into
-// `out`, read straight from the received slices (float32), or widened from
-// bfloat16. INTERNAL when the answer does not hold exactly that many.
-absl::Status ReadPulledRows(const grpc::ByteBuffer& answer, int s, float* out, size_t values, wire::DType dtype) {
+// The rows of a PullRows answer from server `s` into the places `into`
+// names, in order: read straight from the received slices when there is
+// one place and float32, else through one buffer. INTERNAL when the
+// answer does not hold exactly their values.
+absl::Status ReadPulledRows(const grpc::ByteBuffer& answer, int s, const std::vector<PulledPlace>& into,
+                            wire::DType dtype) {
+  size_t values = 0;
+  for (const PulledPlace& p : into) values += p.values;
   const size_t want = values * ValueBytes(dtype);
-  std::string narrow;
+  const bool direct = into.size() == 1 && dtype != wire::DTYPE_BFLOAT16;
+  std::string buffer;
   bool seen = false;
   wire::PullRowsResponse head;
   absl::Status st = ParseWithBytes(
       answer, {1},
       [&](int, size_t size) -> absl::StatusOr<char*> {
-        if (seen || size != want) {
-          return absl::InternalError(absl::StrCat("server ", s, " answered ", seen ? "a second field of rows" : "",
-                                                  seen ? "" : absl::StrCat(size, " bytes of rows; want ", want)));
+        if (seen) return absl::InternalError(absl::StrCat("server ", s, " answered a second field of rows"));
+        if (size != want) {
+          return absl::InternalError(absl::StrCat("server ", s, " answered ", size, " bytes of rows; want ", want));
         }
         seen = true;
-        if (dtype != wire::DTYPE_BFLOAT16) return reinterpret_cast<char*>(out);
-        narrow.resize(size);
-        return narrow.data();
+        if (direct) return reinterpret_cast<char*>(into[0].out);
+        buffer.resize(size);
+        return buffer.data();
       },
       &head);
   if (!st.ok()) return st;
   if (!seen && want != 0) {
     return absl::InternalError(absl::StrCat("server ", s, " answered 0 bytes of rows; want ", want));
   }
-  if (dtype == wire::DTYPE_BFLOAT16) FromBfloat16(narrow.data(), static_cast<int64_t>(values), out);
+  if (direct) return absl::OkStatus();
+  const char* at = buffer.data();
+  for (const PulledPlace& p : into) {
+    if (dtype == wire::DTYPE_BFLOAT16) {
+      FromBfloat16(at, static_cast<int64_t>(p.values), p.out);
+    } else if (p.values > 0) {
+      std::memcpy(p.out, at, p.values * sizeof(float));
+    }
+    at += p.values * ValueBytes(dtype);
+  }
   return absl::OkStatus();
 }
+
 
 }  // namespace
 
@@ -97,57 +131,91 @@ absl::StatusOr<int> GrpcPsClient::TableDim(uint32_t table) const {
   return tables[table].dim;
 }
 
-void GrpcPsClient::PushRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, const float* grads,
-                                 Done done) {
+void GrpcPsClient::PushRowsManyAsync(int64_t step, std::vector<Rows<const float>> tables, Done done) {
   if (shut_down_) return done(absl::CancelledError("client is shut down"));
-  const absl::StatusOr<int> dim = TableDim(table);
-  if (!dim.ok()) return done(dim.status());
   const int servers = static_cast<int>(connections_.size());
-  auto plan = std::make_shared<const RowPlan>(PlanRows(ids, n, servers));
-  // Distinct ids in server order go as they came: the caller lends them
-  // until the call completes. Otherwise the sums, which the requests keep.
-  std::shared_ptr<const std::vector<float>> sums;
-  if (!plan->identity) sums = std::make_shared<const std::vector<float>>(SumRows(*plan, grads, n, *dim));
-  const float* rows = plan->identity ? grads : sums->data();
   const wire::DType dtype = options_.wire_dtype;
-  const size_t limit = RowsPerRequest(options_.max_message_bytes, *dim, dtype);
-  const bool sync = options_.job.mode == Mode::kSync;
-  std::vector<std::pair<int, std::shared_ptr<RowsPushPart>>> parts;
-  for (int s = 0; s < servers; ++s) {
-    // Every server hears from every worker each step, with no ids where it
-    // has none: a sync step needs it, and in async and ssp a server with no
-    // dense keys counts the workers' clocks by it.
-    const size_t begin = plan->server_begin[s], count = plan->server_begin[s + 1] - begin;
-    if (count > limit && sync) {
-      return done(absl::ResourceExhaustedError(absl::StrCat(
-          "push of ", count, " rows of table ", table, " to server ", s, " is over the message limit of ",
-          options_.max_message_bytes, " bytes (", limit,
-          " rows); a sync step takes one request per server per table: use fewer ids a step or more servers")));
+  std::vector<PlannedRows<const float>> planned;
+  for (const Rows<const float>& t : tables) {
+    const absl::StatusOr<int> dim = TableDim(t.table);
+    if (!dim.ok()) return done(dim.status());
+    PlannedRows<const float> p{t.table, *dim, std::make_shared<const RowPlan>(PlanRows(t.ids, t.n, servers))};
+    // Distinct ids in server order go as they came: the caller lends them
+    // until the call completes. Otherwise the sums, which the requests keep.
+    if (p.plan->identity) {
+      p.values = t.values;
+    } else {
+      auto sums = std::make_shared<const std::vector<float>>(SumRows(*p.plan, t.values, t.n, *dim));
+      p.values = sums->data();
+      p.owner = std::move(sums);
     }
-    for (size_t off = 0; off < count || (count == 0 && off == 0); off += limit) {
-      const size_t take = std::min(limit, count - off);
-      auto part = std::make_shared<RowsPushPart>();
-      part->head.set_step(step);
-      part->head.set_table(table);
-      part->head.set_dtype(dtype);
-      part->ids.bytes = {reinterpret_cast<const char*>(plan->ids.data() + begin + off), take * sizeof(int64_t)};
-      part->ids.owner = plan;
-      part->rows = RowsField(rows + (begin + off) * *dim, take * *dim, dtype, sums);
-      parts.emplace_back(s, std::move(part));
-      if (count == 0) break;
-    }
+    planned.push_back(std::move(p));
   }
-  if (parts.empty()) return done(absl::OkStatus());
-  auto fanout = std::make_shared<Fanout>(static_cast<int>(parts.size()), std::move(done));
-  for (auto& [s, part] : parts) {
+  std::vector<std::pair<int, std::shared_ptr<RowsPushPart>>> reqs;
+  for (int s = 0; s < servers; ++s) {
+    if (absl::Status st = PlanPushes(step, s, planned, reqs); !st.ok()) return done(st);
+  }
+  if (reqs.empty()) return done(absl::OkStatus());
+  auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs.size()), std::move(done));
+  for (auto& [s, part] : reqs) {
     TransferPriority priority = PriorityOf(step, 0, s);
-    priority.order = static_cast<int64_t>(options_.layout.tensors.size() + table);  // after the dense tensors
-    const int64_t bytes = static_cast<int64_t>(part->ids.bytes.size() + part->rows.bytes.size());
+    // After the dense tensors.
+    priority.order = static_cast<int64_t>(options_.layout.tensors.size() + part->head.parts(0).table());
+    int64_t bytes = 0;
+    for (const BytesField& f : part->ids) bytes += static_cast<int64_t>(f.bytes.size());
+    for (const BytesField& f : part->rows) bytes += static_cast<int64_t>(f.bytes.size());
     push_queue_.Submit(priority, bytes,
                        [this, s = s, part = std::move(part), fanout](std::function<void()> finished) mutable {
                          SendRows(s, std::move(part), std::move(fanout), std::move(finished));
                        });
   }
+}
+
+absl::Status GrpcPsClient::PlanPushes(int64_t step, int s, const std::vector<PlannedRows<const float>>& planned,
+                                      std::vector<std::pair<int, std::shared_ptr<RowsPushPart>>>& reqs) const {
+  const wire::DType dtype = options_.wire_dtype;
+  const bool sync = options_.job.mode == Mode::kSync;
+  const int64_t room = std::max<int64_t>(1, options_.max_message_bytes - kMessageOverhead);
+  std::shared_ptr<RowsPushPart> open;
+  int64_t used = 0;
+  const auto flush = [&] {
+    if (open != nullptr) reqs.emplace_back(s, std::move(open));
+    open = nullptr;
+    used = 0;
+  };
+  // Every table goes to every server, with no ids where it has none there:
+  // a sync step needs it, and in async and ssp a server with no dense keys
+  // counts the workers' clocks by it.
+  for (const PlannedRows<const float>& p : planned) {
+    const size_t begin = p.plan->server_begin[s], count = p.plan->server_begin[s + 1] - begin;
+    const size_t limit = RowsPerRequest(options_.max_message_bytes, p.dim, dtype);
+    if (count > limit && sync) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "push of ", count, " rows of table ", p.table, " to server ", s, " is over the message limit of ",
+          options_.max_message_bytes, " bytes (", limit,
+          " rows); a sync step takes one request per server per table: use fewer ids a step or more servers"));
+    }
+    const int64_t per_row = 8 + static_cast<int64_t>(p.dim) * ValueBytes(dtype);
+    for (size_t off = 0; off < count || (count == 0 && off == 0); off += limit) {
+      const size_t take = std::min(limit, count - off);
+      if (open != nullptr && used + static_cast<int64_t>(take) * per_row > room) flush();
+      if (open == nullptr) {
+        open = std::make_shared<RowsPushPart>();
+        open->head.set_step(step);
+        open->head.set_dtype(dtype);
+      }
+      wire::RowsPart* part = open->head.add_parts();
+      part->set_table(p.table);
+      part->set_ids(take);
+      open->ids.push_back(
+          {4, {reinterpret_cast<const char*>(p.plan->ids.data() + begin + off), take * sizeof(int64_t)}, p.plan});
+      open->rows.push_back(RowsField(p.values + (begin + off) * p.dim, take * p.dim, dtype, p.owner));
+      used += static_cast<int64_t>(take) * per_row;
+      if (count == 0) break;
+    }
+  }
+  flush();
+  return absl::OkStatus();
 }
 
 void GrpcPsClient::SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shared_ptr<Fanout> fanout,
@@ -159,7 +227,9 @@ void GrpcPsClient::SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shar
       spec,
       [part, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
         part->head.set_session_id(session);
-        auto request = std::make_shared<grpc::ByteBuffer>(MessageWithBytes(part->head, {part->ids, part->rows}));
+        std::vector<BytesField> fields = part->ids;
+        fields.insert(fields.end(), part->rows.begin(), part->rows.end());
+        auto request = std::make_shared<grpc::ByteBuffer>(MessageWithBytes(part->head, fields));
         stub.raw->UnaryCall(ctx, kPushRowsMethod, grpc::StubOptions(), request.get(), resp.get(),
                             [request, cb = std::move(cb)](grpc::Status st) { cb(std::move(st)); });
       },
@@ -169,54 +239,90 @@ void GrpcPsClient::SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shar
       });
 }
 
-void GrpcPsClient::PullRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows,
-                                 Done done) {
+void GrpcPsClient::PullRowsManyAsync(int64_t step, std::vector<Rows<float>> tables, Done done) {
   if (shut_down_) return done(absl::CancelledError("client is shut down"));
-  const absl::StatusOr<int> dim = TableDim(table);
-  if (!dim.ok()) return done(dim.status());
-  if (n == 0) return done(absl::OkStatus());
   const int servers = static_cast<int>(connections_.size());
-  auto plan = std::make_shared<const RowPlan>(PlanRows(ids, n, servers));
-  // Distinct ids in server order are answered straight into the caller's
-  // rows; otherwise into plan order, then scattered to every position.
-  std::shared_ptr<std::vector<float>> pulled;
-  if (!plan->identity) pulled = std::make_shared<std::vector<float>>(plan->ids.size() * *dim);
-  float* into = plan->identity ? rows : pulled->data();
-  const wire::DType dtype = options_.wire_dtype;
-  const size_t limit = RowsPerRequest(options_.max_message_bytes, *dim, dtype);
-  struct Part {
-    int server;
-    size_t begin, count;
-  };
-  std::vector<Part> parts;
-  for (int s = 0; s < servers; ++s) {
-    const size_t begin = plan->server_begin[s], count = plan->server_begin[s + 1] - begin;
-    for (size_t off = 0; off < count; off += limit) parts.push_back({s, begin + off, std::min(limit, count - off)});
+  std::vector<PlannedRows<float>> planned;
+  std::vector<std::pair<size_t, Rows<float>>> scatter;  // tables pulled in plan order: (index in planned, caller's)
+  for (const Rows<float>& t : tables) {
+    const absl::StatusOr<int> dim = TableDim(t.table);
+    if (!dim.ok()) return done(dim.status());
+    if (t.n == 0) continue;
+    PlannedRows<float> p{t.table, *dim, std::make_shared<const RowPlan>(PlanRows(t.ids, t.n, servers))};
+    // Distinct ids in server order are answered straight into the caller's
+    // rows; otherwise into plan order, then scattered to every position.
+    if (p.plan->identity) {
+      p.values = t.values;
+    } else {
+      auto room = std::make_shared<std::vector<float>>(p.plan->ids.size() * *dim);
+      p.values = room->data();
+      p.owner = std::move(room);
+      scatter.emplace_back(planned.size(), t);
+    }
+    planned.push_back(std::move(p));
   }
+  std::vector<std::pair<int, std::shared_ptr<RowsPull>>> reqs;
+  for (int s = 0; s < servers; ++s) PlanPulls(step, s, planned, reqs);
+  if (reqs.empty()) return done(absl::OkStatus());
+  auto keep = std::make_shared<std::vector<PlannedRows<float>>>(std::move(planned));
   auto fanout = std::make_shared<Fanout>(
-      static_cast<int>(parts.size()), [plan, pulled, rows, dim = *dim, done = std::move(done)](absl::Status st) {
-        if (st.ok() && pulled != nullptr) ScatterRows(*plan, pulled->data(), dim, rows);
+      static_cast<int>(reqs.size()), [keep, scatter = std::move(scatter), done = std::move(done)](absl::Status st) {
+        if (st.ok()) {
+          for (const auto& [index, t] : scatter) {
+            const PlannedRows<float>& p = (*keep)[index];
+            ScatterRows(*p.plan, p.values, p.dim, t.values);
+          }
+        }
         done(st);
       });
-  const int64_t order = static_cast<int64_t>(table) - static_cast<int64_t>(options_.layout.tables.size());
-  for (const Part& p : parts) {
-    auto req = std::make_shared<wire::PullRowsRequest>();
-    req->set_step(step);
-    req->set_table(table);
-    req->set_dtype(dtype);
-    req->set_ids(reinterpret_cast<const char*>(plan->ids.data() + p.begin), p.count * sizeof(int64_t));
-    const size_t values = p.count * *dim;
-    float* out = into + p.begin * *dim;
-    TransferPriority priority = PriorityOf(step, 0, p.server);
-    priority.order = order;  // ahead of the dense tensors
-    pull_queue_.Submit(priority, static_cast<int64_t>(values * ValueBytes(dtype)),
-                       [this, req, out, values, dtype, fanout, pulled, s = p.server](std::function<void()> finished) {
-                         SendRowsPull(s, req, out, values, dtype, fanout, pulled, std::move(finished));
+  for (auto& [s, pull] : reqs) {
+    TransferPriority priority = PriorityOf(step, 0, s);
+    // Ahead of the dense tensors.
+    priority.order = static_cast<int64_t>(pull->head.parts(0).table()) -
+                     static_cast<int64_t>(options_.layout.tables.size());
+    pull_queue_.Submit(priority, pull->bytes,
+                       [this, s = s, pull, fanout, keep](std::function<void()> finished) {
+                         auto req = std::make_shared<wire::PullRowsRequest>(pull->head);
+                         SendRowsPull(s, std::move(req), pull->into, options_.wire_dtype, fanout, keep,
+                                      std::move(finished));
                        });
   }
 }
 
-void GrpcPsClient::SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> req, float* out, size_t values,
+void GrpcPsClient::PlanPulls(int64_t step, int s, const std::vector<PlannedRows<float>>& planned,
+                             std::vector<std::pair<int, std::shared_ptr<RowsPull>>>& reqs) const {
+  const wire::DType dtype = options_.wire_dtype;
+  const int64_t room = std::max<int64_t>(1, options_.max_message_bytes - kMessageOverhead);
+  std::shared_ptr<RowsPull> open;
+  const auto flush = [&] {
+    if (open != nullptr) reqs.emplace_back(s, std::move(open));
+    open = nullptr;
+  };
+  for (const PlannedRows<float>& p : planned) {
+    const size_t begin = p.plan->server_begin[s], count = p.plan->server_begin[s + 1] - begin;
+    const size_t limit = RowsPerRequest(options_.max_message_bytes, p.dim, dtype);
+    const int64_t per_row = static_cast<int64_t>(p.dim) * ValueBytes(dtype);
+    for (size_t off = 0; off < count; off += limit) {
+      const size_t take = std::min(limit, count - off);
+      if (open != nullptr && open->bytes + static_cast<int64_t>(take) * per_row > room) flush();
+      if (open == nullptr) {
+        open = std::make_shared<RowsPull>();
+        open->head.set_step(step);
+        open->head.set_dtype(dtype);
+      }
+      wire::RowsPart* part = open->head.add_parts();
+      part->set_table(p.table);
+      part->set_ids(take);
+      open->head.mutable_ids()->append(reinterpret_cast<const char*>(p.plan->ids.data() + begin + off),
+                                       take * sizeof(int64_t));
+      open->into.push_back({p.values + (begin + off) * p.dim, take * p.dim});
+      open->bytes += static_cast<int64_t>(take) * per_row;
+    }
+  }
+  flush();
+}
+
+void GrpcPsClient::SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> req, std::vector<PulledPlace> into,
                                 wire::DType dtype, std::shared_ptr<Fanout> fanout, std::shared_ptr<const void> keep,
                                 std::function<void()> finished) {
   auto resp = std::make_shared<grpc::ByteBuffer>();
@@ -228,9 +334,9 @@ void GrpcPsClient::SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> re
         stub.raw->UnaryCall(ctx, kPullRowsMethod, grpc::StubOptions(), request.get(), resp.get(),
                             [request, cb = std::move(cb)](grpc::Status st) { cb(std::move(st)); });
       },
-      [fanout, resp, out, values, dtype, keep, s, finished = std::move(finished)](absl::Status st) {
+      [fanout, resp, into = std::move(into), dtype, keep, s, finished = std::move(finished)](absl::Status st) {
         finished();
-        if (st.ok()) st = ReadPulledRows(*resp, s, out, values, dtype);
+        if (st.ok()) st = ReadPulledRows(*resp, s, into, dtype);
         fanout->Finish(st);
       });
 }

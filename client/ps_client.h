@@ -153,19 +153,32 @@ class PsClient {
   virtual void PushThenPull(int64_t step, std::vector<TensorIn> grads, std::vector<TensorOut> weights, Done pushed,
                             Done pulled) = 0;
 
-  // Sparse tables (DESIGN.md, "Sparse tables"): `n` ids of table `table`
-  // (the layout's index) with a row of its dim each, borrowed until `done`.
-  // Repeated ids are pushed once, their gradients summed, and each server
-  // gets one request with the ids it holds (sync: every server, with no ids
-  // where none is held, so that the step completes there). A server's part
-  // over max_message_bytes is refused in sync (RESOURCE_EXHAUSTED) and split
-  // in async and ssp.
-  virtual void PushRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, const float* grads,
-                             Done done) = 0;
-  // Pulls the rows of `ids` for `step` into rows[i * dim] (a repeated id's
-  // row wherever it appears), waiting as PullAsync does.
-  virtual void PullRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows,
-                             Done done) = 0;
+  // Sparse tables (DESIGN.md, "Sparse tables"): for each table named, `n`
+  // ids of that table (the layout's index) with a row of its dim each,
+  // borrowed until `done`. Repeated ids are pushed once, their gradients
+  // summed, and each server gets one request with every table's ids it
+  // holds (sync: every server and every table, with no ids where none is
+  // held, so that the step completes there). Requests split past
+  // max_message_bytes, between tables; a single table's part over it is
+  // refused in sync (RESOURCE_EXHAUSTED) and split in async and ssp.
+  template <typename Value>
+  struct Rows {
+    uint32_t table = 0;
+    const int64_t* ids = nullptr;
+    size_t n = 0;
+    Value* values = nullptr;  // n * dim: gradients to push, or room for pulled rows
+  };
+  virtual void PushRowsManyAsync(int64_t step, std::vector<Rows<const float>> tables, Done done) = 0;
+  // Pulls the rows of each table's ids for `step` into values[i * dim] (a
+  // repeated id's row wherever it appears), waiting as PullAsync does.
+  virtual void PullRowsManyAsync(int64_t step, std::vector<Rows<float>> tables, Done done) = 0;
+  // One table's.
+  void PushRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, const float* grads, Done done) {
+    PushRowsManyAsync(step, {{table, ids, n, grads}}, std::move(done));
+  }
+  void PullRowsAsync(int64_t step, uint32_t table, const int64_t* ids, size_t n, float* rows, Done done) {
+    PullRowsManyAsync(step, {{table, ids, n, rows}}, std::move(done));
+  }
 
   // Finishes or cancels every call in flight and runs each callback exactly
   // once (cancelled calls get CANCELLED); later calls fail CANCELLED at

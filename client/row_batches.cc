@@ -22,6 +22,15 @@ bool StrictlyAscending(const int64_t* ids, size_t n) {
 
 RowPlan PlanRows(const int64_t* ids, size_t n, int num_servers) {
   RowPlan plan;
+  if (num_servers == 1 && StrictlyAscending(ids, n)) {
+    // One server holds every row: the batch goes as it came.
+    plan.ids.assign(ids, ids + n);
+    plan.server_begin = {0, n};
+    plan.slot_of.resize(n);
+    for (size_t i = 0; i < n; ++i) plan.slot_of[i] = static_cast<uint32_t>(i);
+    plan.identity = true;
+    return plan;
+  }
   plan.slot_of.resize(n);
   // First pass: distinct ids in first-seen order, and each one's server
   // (no hash map when the ids are distinct already).

@@ -35,8 +35,13 @@ grpc::ByteBuffer MessageWithBytes(const google::protobuf::MessageLite& rest, con
   std::vector<grpc::Slice> slices;
   slices.reserve(2 * fields.size() + 1);
   std::string small = rest.SerializeAsString();
-  for (const BytesField& f : fields) {
-    small += FieldHead(f.number, f.bytes.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const BytesField& f = fields[i];
+    if (i == 0 || fields[i - 1].number != f.number) {
+      size_t size = 0;
+      for (size_t j = i; j < fields.size() && fields[j].number == f.number; ++j) size += fields[j].bytes.size();
+      small += FieldHead(f.number, size);
+    }
     if (f.bytes.empty()) continue;
     slices.emplace_back(small);
     small.clear();

@@ -30,7 +30,8 @@ struct BytesField {
   std::shared_ptr<const void> owner;
 };
 
-// `rest` (whose own copies of these fields must be empty), then `fields`.
+// `rest` (whose own copies of these fields must be empty), then `fields`;
+// neighbours with the same number are one field, their bytes in order.
 grpc::ByteBuffer MessageWithBytes(const google::protobuf::MessageLite& rest, const std::vector<BytesField>& fields);
 
 // Where `size` bytes of field `number` go: memory for exactly that many, or

@@ -164,12 +164,14 @@ class ParameterServer {
                     bool after_own_push, absl::Time deadline, PullDone done) = 0;
 
   // Sparse tables (server/sparse/sparse_store.h): one worker's row
-  // gradients of `step` for `table`, and a pull of rows by id, which calls
-  // `done` once as Pull() does.
-  virtual absl::StatusOr<wire::PushOutcome> PushRows(uint64_t session, int64_t step, uint32_t table,
-                                                     const RowPayload& grads) = 0;
-  virtual void PullRows(uint64_t session, int64_t step, uint32_t table, absl::string_view ids,
-                        absl::Time deadline, SparseStore::RowsDone done) = 0;
+  // gradients of `step` for one or more tables (`parts`, their ids and
+  // rows back to back in `grads`), one outcome per part; and a pull of rows
+  // by id, which calls `done` once as Pull() does.
+  virtual absl::StatusOr<std::vector<wire::PushOutcome>> PushRows(uint64_t session, int64_t step,
+                                                                  const std::vector<SparseStore::Part>& parts,
+                                                                  const RowPayload& grads) = 0;
+  virtual void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
+                        absl::string_view ids, absl::Time deadline, SparseStore::PartsDone done) = 0;
 
   // Returns the current step.
   virtual absl::StatusOr<int64_t> Heartbeat(uint64_t session) = 0;

@@ -42,10 +42,11 @@ class ParameterServerImpl final : public ParameterServer {
       uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) override;
   void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, bool after_own_push,
             absl::Time deadline, PullDone done) override;
-  absl::StatusOr<wire::PushOutcome> PushRows(uint64_t session, int64_t step, uint32_t table,
-                                             const RowPayload& grads) override;
-  void PullRows(uint64_t session, int64_t step, uint32_t table, absl::string_view ids, absl::Time deadline,
-                SparseStore::RowsDone done) override;
+  absl::StatusOr<std::vector<wire::PushOutcome>> PushRows(uint64_t session, int64_t step,
+                                                          const std::vector<SparseStore::Part>& parts,
+                                                          const RowPayload& grads) override;
+  void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, absl::string_view ids,
+                absl::Time deadline, SparseStore::PartsDone done) override;
   absl::StatusOr<int64_t> Heartbeat(uint64_t session) override;
   absl::StatusOr<RewindResult> Rewind(int64_t step, int64_t timeline, const std::vector<RestartedServer>& restarted) override;
   void Tick() override;

@@ -2,6 +2,7 @@
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,17 @@
 
 namespace shardps {
 namespace {
+
+// A request's tables: its parts, or (a request of one table) `table` with
+// every id.
+std::vector<SparseStore::Part> PartsOf(const google::protobuf::RepeatedPtrField<wire::RowsPart>& parts,
+                                       uint32_t table, size_t id_bytes) {
+  std::vector<SparseStore::Part> out;
+  if (parts.empty()) return {{table, id_bytes / sizeof(int64_t)}};
+  out.reserve(parts.size());
+  for (const wire::RowsPart& p : parts) out.push_back({p.table(), p.ids()});
+  return out;
+}
 
 // PushRows: ids (field 4) and rows (field 5) read into memory of their own;
 // float32 rows into the vector the store keeps for a sync step.
@@ -47,11 +59,13 @@ class PushRowsReactor final : public UnaryReactor {
         &req);
     if (!parsed.ok()) return Refuse(parsed);
     const absl::string_view row_bytes(reinterpret_cast<const char*>(rows.data()), row_size);
-    absl::StatusOr<wire::PushOutcome> outcome =
-        core_->PushRows(req.session_id(), req.step(), req.table(), RowPayload{ids, row_bytes, req.dtype(), &rows});
-    if (!outcome.ok()) return Reply(outcome.status());
+    absl::StatusOr<std::vector<wire::PushOutcome>> outcomes =
+        core_->PushRows(req.session_id(), req.step(), PartsOf(req.parts(), req.table(), ids.size()),
+                        RowPayload{ids, row_bytes, req.dtype(), &rows});
+    if (!outcomes.ok()) return Reply(outcomes.status());
     wire::PushRowsResponse resp;
-    resp.set_outcome(*outcome);
+    if (!outcomes->empty()) resp.set_outcome(outcomes->front());
+    for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
     Reply(absl::OkStatus(), MessageBuffer(resp));
   }
 };
@@ -70,12 +84,16 @@ class PullRowsReactor final : public UnaryReactor {
     const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req_.dtype());
     if (!dtype.ok()) return Refuse(dtype.status());
     // The request outlives the call: the ids are read from it after a wait.
-    core_->PullRows(req_.session_id(), req_.step(), req_.table(), req_.ids(), Deadline(),
-                    [this, dtype = *dtype](absl::StatusOr<PulledRows> rows) {
+    core_->PullRows(req_.session_id(), req_.step(), PartsOf(req_.parts(), req_.table(), req_.ids().size()),
+                    req_.ids(), Deadline(), [this, dtype = *dtype](absl::StatusOr<std::vector<PulledRows>> rows) {
                       if (!rows.ok()) return Reply(rows.status());
                       wire::PullRowsResponse head;
-                      head.set_version(rows->version);
-                      Reply(absl::OkStatus(), MessageWithBytes(head, {RowsField(std::move(rows->rows), dtype)}));
+                      std::vector<BytesField> fields;
+                      for (PulledRows& part : *rows) {
+                        head.set_version(fields.empty() ? part.version : std::min(head.version(), part.version));
+                        fields.push_back(RowsField(std::move(part.rows), dtype));
+                      }
+                      Reply(absl::OkStatus(), MessageWithBytes(head, fields));
                     });
   }
   static BytesField RowsField(std::vector<float> rows, wire::DType dtype) {

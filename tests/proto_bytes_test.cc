@@ -85,6 +85,18 @@ TEST_CASE("bytes fields land in the receiver's memory from slices split anywhere
   }
 }
 
+TEST_CASE("neighbouring pieces of one field arrive as that field's bytes in order") {
+  wire::PullRowsResponse head;
+  head.set_version(3);
+  const std::string a = "abc", b, c = "defgh";
+  auto owned = std::make_shared<std::string>("ij");
+  wire::PullRowsResponse got;
+  REQUIRE(got.ParseFromString(Flat(MessageWithBytes(head, {{1, a, nullptr}, {1, b, nullptr}, {1, c, nullptr},
+                                                           {1, *owned, owned}}))));
+  CHECK(got.rows() == "abcdefghij");
+  CHECK(got.version() == 3);
+}
+
 TEST_CASE("an empty bytes field and a message of small fields only") {
   wire::PullRowsResponse head;
   head.set_version(5);

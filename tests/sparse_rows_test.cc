@@ -123,6 +123,23 @@ class RawRows {
     REQUIRE(stub_->Register(&ctx, reg, &resp).ok());
     return resp.session_id();
   }
+  // A push of `parts` (table, ids) over the ids and rows given.
+  grpc::Status PushParts(std::vector<std::pair<uint32_t, uint64_t>> parts, std::vector<int64_t> ids,
+                         std::vector<float> rows) {
+    wire::PushRowsRequest req;
+    req.set_session_id(session_);
+    req.set_dtype(wire::DTYPE_FLOAT32);
+    for (auto [table, n] : parts) {
+      wire::RowsPart* p = req.add_parts();
+      p->set_table(table);
+      p->set_ids(n);
+    }
+    req.set_ids(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
+    req.set_rows(reinterpret_cast<const char*>(rows.data()), rows.size() * 4);
+    wire::PushRowsResponse resp;
+    grpc::ClientContext ctx;
+    return stub_->PushRows(&ctx, req, &resp);
+  }
   grpc::Status Push(uint32_t table, std::vector<int64_t> ids, std::vector<float> rows) {
     wire::PushRowsRequest req;
     req.set_session_id(session_);
@@ -166,6 +183,20 @@ TEST_CASE_METHOD(RawRows, "sparse bad input: a clear status each, nothing applie
   CHECK(Refused() >= before + 4);
   CHECK(Row(1) == std::vector<float>{0, 0});
   REQUIRE(Push(0, {1}, {2, 2}).ok());  // buffered: worker 0 has not pushed step 0
+  REQUIRE(worker_->PushRows(0, 0, nullptr, 0, nullptr).ok());
+  CHECK(Row(1) == std::vector<float>{-1, -1});
+}
+
+TEST_CASE_METHOD(RawRows, "a push of several parts that do not add up applies none of them", "[sparse][bad_input]") {
+  const int64_t before = Refused();
+  Expect(PushParts({{0, 1}, {0, 1}}, {1, 2}, {1, 1, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT, "names table 0 twice");
+  Expect(PushParts({{0, 1}, {3, 0}}, {1}, {1, 1}), grpc::StatusCode::NOT_FOUND, "unknown table 3");
+  Expect(PushParts({{0, 3}}, {1, 2}, {1, 1, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT, "goes past the push's ids");
+  Expect(PushParts({{0, 1}}, {1, 2}, {1, 1, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT,
+         "the parts hold 8 bytes of ids and 8 of rows; the push has 16 and 16");
+  CHECK(Refused() == before + 4);
+  CHECK(Row(1) == std::vector<float>{0, 0});
+  REQUIRE(PushParts({{0, 1}}, {1}, {2, 2}).ok());  // one part that adds up: buffered for the step
   REQUIRE(worker_->PushRows(0, 0, nullptr, 0, nullptr).ok());
   CHECK(Row(1) == std::vector<float>{-1, -1});
 }

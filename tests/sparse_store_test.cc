@@ -341,3 +341,37 @@ TEST_CASE("with --row_admit_count, a row is stored at its id's Kth push and read
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+TEST_CASE("sync, one worker: a push's repeated ids are summed before the optimizer, ascending ones go as they are",
+          "[sparse]") {
+  SparseStoreOptions o;
+  o.mode = Mode::kSync;
+  o.num_workers = 1;
+  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
+  o.min_live_clock = [] { return int64_t{0}; };
+  SparseStore store(o);
+  store.Install({Spec(RowOptimizerKind::kAdagrad, 1)});
+  const auto push = [&](int64_t step, std::vector<int64_t> ids, std::vector<float> g) {
+    const std::string i = Bytes(ids), r = Bytes(g);
+    REQUIRE(store.Push(0, step, 0, RowPayload{i, r, wire::DTYPE_FLOAT32}).ok());
+  };
+  const auto row = [&](int64_t step, int64_t id) {
+    float got = NAN;
+    const std::string i = Bytes(std::vector<int64_t>{id});
+    store.Pull(0, step, 0, i, absl::InfiniteFuture(), [&](absl::StatusOr<PulledRows> r) {
+      if (r.ok()) got = r->rows[0];
+    });
+    return got;
+  };
+  push(0, {5, 5}, {3, 4});  // summed: 7, so AdaGrad's first step is -7 / sqrt(49) = -1 (twice would give -1.8)
+  CHECK(row(1, 5) == Approx(-1.0f));
+  push(1, {2, 5}, {1, 24});  // ascending: applied as they came; 5's sum of squares 49 + 576 = 625
+  CHECK(row(2, 2) == Approx(-1.0f));
+  CHECK(row(2, 5) == Approx(-1.0f - 24.0f / 25.0f));
+}
+
+}  // namespace
+}  // namespace shardps

@@ -358,7 +358,8 @@ class PhaseTimes:
     def __init__(self, client):
         import shardps.client as sc
         self.seconds = {}
-        for name in ("pull_rows", "push_rows_async", "push_then_pull", "pull_async"):
+        for name in ("pull_rows", "push_rows_async", "push_rows_many_async", "pull_rows_many_async", "push_then_pull",
+                     "pull_async"):
             setattr(client, name, self._timed(name, getattr(client, name)))
         sc.Call.wait = self._timed("wait", sc.Call.wait)
 

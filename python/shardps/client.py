@@ -142,8 +142,18 @@ class _Rows:
     the library may borrow; pulled rows are copied back by finish()."""
 
     def __init__(self, ids, rows, dim, pulled):
-        import numpy as np
         self.finish = lambda: None
+        if _plain_torch(ids, "int64") and _plain_torch(rows, "float32"):
+            n = ids.numel()
+            if (tuple(rows.shape) == (n, dim)) if pulled else (rows.numel() == n * dim):
+                # The common case from shardps.torch: lent by address, no numpy.
+                self.ids, self.rows, self.n = ids, rows, n
+                self.ids_address, self.rows_address = ids.data_ptr(), rows.data_ptr()
+                return
+        self._from_numpy(ids, rows, dim, pulled)  # converts, or says what is wrong
+
+    def _from_numpy(self, ids, rows, dim, pulled):
+        import numpy as np
         self.ids = _contiguous(ids, np.int64, "ids")
         n = self.ids.size
         if pulled:
@@ -154,6 +164,17 @@ class _Rows:
                 raise ValueError("%d ids of dim %d need %d gradient values, got %d" % (n, dim, n * dim,
                                                                                       self.rows.size))
         self.n = n
+        # Addresses for the C calls (numpy's .ctypes costs microseconds a
+        # time, and a model with many tables asks for many each step).
+        self.ids_address = self.ids.__array_interface__["data"][0]
+        self.rows_address = self.rows.__array_interface__["data"][0]
+
+
+def _plain_torch(value, dtype):
+    """Whether `value` is a contiguous CPU torch tensor of `dtype` that
+    needs no gradient: memory the library may borrow as it is."""
+    return (_is_torch(value) and value.device.type == "cpu" and str(value.dtype) == "torch." + dtype
+            and value.is_contiguous() and not value.requires_grad)
 
 
 def _contiguous(value, dtype, what):
@@ -265,6 +286,17 @@ class Client:
         rows = _Rows(ids, out, self.tables[t].dim, pulled=True)
         return self._rows_call("ShardpsPullRowsAsync", step, t, rows)
 
+    def push_rows_many_async(self, step, transfers):
+        """Pushes several tables' row gradients for `step` as one call:
+        `transfers` lists (table, ids, grads). Each is checked before any
+        leaves; the call completes when all have."""
+        return self._rows_many("ShardpsPushRowsManyAsync", step, transfers, pulled=False)
+
+    def pull_rows_many_async(self, step, transfers):
+        """Pulls several tables' rows for `step` as one call: `transfers`
+        lists (table, ids, out)."""
+        return self._rows_many("ShardpsPullRowsManyAsync", step, transfers, pulled=True)
+
     def push_rows(self, step, table, ids, grads):
         self.push_rows_async(step, table, ids, grads).wait()
 
@@ -314,9 +346,24 @@ class Client:
 
     def _rows_call(self, function, step, table, rows):
         handle = ctypes.c_void_p()
-        _lib.check(getattr(_lib.lib(), function)(self._live(), int(step), table, rows.n, rows.ids.ctypes.data,
-                                                 rows.rows.ctypes.data, ctypes.byref(handle)), self._rejoin)
+        _lib.check(getattr(_lib.lib(), function)(self._live(), int(step), table, rows.n, rows.ids_address,
+                                                 rows.rows_address, ctypes.byref(handle)), self._rejoin)
         return Call(self, handle, [rows])
+
+    def _rows_many(self, function, step, transfers, pulled):
+        tables, rows = [], []
+        for table, ids, values in transfers:
+            t = self._table(table)
+            tables.append(t)
+            rows.append(_Rows(ids, values, self.tables[t].dim, pulled=pulled))
+        count = len(rows)
+        handle = ctypes.c_void_p()
+        _lib.check(getattr(_lib.lib(), function)(
+            self._live(), int(step), count, (ctypes.c_int * max(1, count))(*tables),
+            (ctypes.c_int64 * max(1, count))(*[r.n for r in rows]),
+            (ctypes.c_void_p * max(1, count))(*[r.ids_address for r in rows]),
+            (ctypes.c_void_p * max(1, count))(*[r.rows_address for r in rows]), ctypes.byref(handle)), self._rejoin)
+        return Call(self, handle, rows)
 
     def _buffers(self, values, pulled, every=False):
         if not isinstance(values, dict):

@@ -64,6 +64,22 @@ class Recording:
         self.events.append(("pull", step, table))
         return self.client.pull_rows_async(step, table, ids, out)
 
+    def push_rows_many_async(self, step, transfers):
+        call, events = self.client.push_rows_many_async(step, transfers), self.events
+        tables = [t for t, _, _ in transfers]
+        events.extend(("push", step, t) for t in tables)
+
+        class Acked:
+            def wait(self, rejoin=True):
+                result = call.wait(rejoin=rejoin)
+                events.extend(("acked", step, t) for t in tables)
+                return result
+        return Acked()
+
+    def pull_rows_many_async(self, step, transfers):
+        self.events.extend(("pull", step, t) for t, _, _ in transfers)
+        return self.client.pull_rows_many_async(step, transfers)
+
     def pull_rows(self, step, table, ids, out):
         self.pull_rows_async(step, table, ids, out).wait()
 

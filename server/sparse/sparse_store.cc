@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
@@ -98,20 +99,31 @@ absl::StatusOr<std::vector<float>> SparseStore::DecodeRows(const TableState& t, 
 
 absl::StatusOr<wire::PushOutcome> SparseStore::Push(int rank, int64_t step, uint32_t table,
                                                     const RowPayload& grads) {
+  absl::StatusOr<DecodedPush> push = DecodePush(table, grads);
+  if (!push.ok()) return push.status();
+  return ApplyPush(rank, step, *std::move(push));
+}
+
+absl::StatusOr<SparseStore::DecodedPush> SparseStore::DecodePush(uint32_t table, const RowPayload& grads) const {
   absl::StatusOr<TableState*> t = TableAt(table);
   if (!t.ok()) return t.status();
   absl::StatusOr<std::vector<int64_t>> ids = DecodeIds(**t, grads.ids);
   if (!ids.ok()) return ids.status();
   absl::StatusOr<std::vector<float>> rows = DecodeRows(**t, ids->size(), grads);
   if (!rows.ok()) return rows.status();
-  TableState& state = **t;
+  return DecodedPush{*t, *std::move(ids), *std::move(rows)};
+}
+
+absl::StatusOr<wire::PushOutcome> SparseStore::ApplyPush(int rank, int64_t step, DecodedPush push) {
+  TableState& state = *push.table;
   NoteStep(state, step);
   state.pushes.fetch_add(1, std::memory_order_relaxed);
-  state.rows_pushed.fetch_add(static_cast<int64_t>(ids->size()), std::memory_order_relaxed);
-  if (options_.mode == Mode::kSync) return PushSync(state, rank, step, *std::move(ids), *std::move(rows));
+  state.rows_pushed.fetch_add(static_cast<int64_t>(push.ids.size()), std::memory_order_relaxed);
+  if (options_.mode == Mode::kSync) return PushSync(state, rank, step, std::move(push.ids), std::move(push.rows));
   // One worker's push is 1/N of a step: the learning rate (and AdaGrad's
   // accumulation) scaled by it, as for dense keys.
-  state.table.Apply(ids->data(), ids->size(), rows->data(), 1.0f, 1.0f / static_cast<float>(options_.num_workers));
+  state.table.Apply(push.ids.data(), push.ids.size(), push.rows.data(), 1.0f,
+                    1.0f / static_cast<float>(options_.num_workers));
   state.version.fetch_add(1);
   return wire::PUSH_APPLIED;
 }
@@ -160,11 +172,28 @@ bool SparseStore::CompleteIfReady(TableState& t) {
     }
   }
   if (pushed == 0) return false;
+  const float scale = 1.0f / static_cast<float>(pushed);
+  if (pushed == 1) {
+    // One push (one worker, or the others gone): its rows as they came,
+    // when its ids are distinct (ascending, as a worker's plan sends them).
+    TableState::RowGrads& only = **std::find_if(pending.begin(), pending.end(), [](auto& g) { return g.has_value(); });
+    if (std::adjacent_find(only.ids.begin(), only.ids.end(), std::greater_equal<int64_t>()) == only.ids.end()) {
+      t.table.Apply(only.ids.data(), only.ids.size(), only.grads.data(), scale);
+      t.pending.erase(at_step);
+      FinishStep(t, step);
+      return true;
+    }
+  }
   // Sum in rank order, so that a step's result does not depend on arrival.
   const size_t dim = static_cast<size_t>(t.table.dim());
+  size_t total = 0;
+  for (auto& g : pending) total += g.has_value() ? g->ids.size() : 0;
   absl::flat_hash_map<int64_t, uint32_t> at;
+  at.reserve(total);
   std::vector<int64_t> ids;
+  ids.reserve(total);
   std::vector<float> sums;
+  sums.reserve(total * dim);
   for (auto& g : pending) {
     if (!g.has_value()) continue;
     for (size_t i = 0; i < g->ids.size(); ++i) {
@@ -179,13 +208,17 @@ bool SparseStore::CompleteIfReady(TableState& t) {
     }
   }
   t.pending.erase(at_step);
-  t.table.Apply(ids.data(), ids.size(), sums.data(), 1.0f / static_cast<float>(pushed));
+  t.table.Apply(ids.data(), ids.size(), sums.data(), scale);
+  FinishStep(t, step);
+  return true;
+}
+
+void SparseStore::FinishStep(TableState& t, int64_t step) {
   t.version.store(step + 1);
   if (t.capture_at == step + 1) {
     t.captured = Snapshot(t);
     t.capture_at = -1;
   }
-  return true;
 }
 
 bool SparseStore::Ready(const WaitingPull& pull) const {
@@ -219,8 +252,11 @@ void SparseStore::Pull(int rank, int64_t step, uint32_t table, absl::string_view
   if (!t.ok()) return done(t.status());
   absl::StatusOr<std::vector<int64_t>> ids = DecodeIds(**t, id_bytes);
   if (!ids.ok()) return done(ids.status());
-  NoteStep(**t, step);
-  WaitingPull pull{table, step, *std::move(ids), deadline, std::move(done)};
+  PullDecoded(WaitingPull{table, step, *std::move(ids), deadline, std::move(done)});
+}
+
+void SparseStore::PullDecoded(WaitingPull pull) {
+  NoteStep(*tables_[pull.table], pull.step);
   {
     absl::MutexLock lock(&waiting_mu_);
     if (shut_down_) return pull.done(absl::UnavailableError("server is shutting down"));

@@ -99,6 +99,22 @@ class SparseStore {
   // (DEADLINE_EXCEEDED) or at Shutdown() (UNAVAILABLE).
   void Pull(int rank, int64_t step, uint32_t table, absl::string_view ids, absl::Time deadline, RowsDone done);
 
+  // Requests that carry several tables (server/sparse/sparse_store_parts.cc):
+  // part i has n ids (and rows) after those of the parts before it.
+  struct Part {
+    uint32_t table = 0;
+    uint64_t n = 0;
+  };
+  using PartsDone = std::function<void(absl::StatusOr<std::vector<PulledRows>>)>;
+  // Every part is decoded and checked before any is applied: a bad part
+  // (or sizes that do not add up) applies none. One outcome per part.
+  absl::StatusOr<std::vector<wire::PushOutcome>> PushParts(int rank, int64_t step, const std::vector<Part>& parts,
+                                                           const RowPayload& all);
+  // Each part's rows, in order, once every part's pull is answered (the
+  // first error instead, if any); `done` is called once, as Pull()'s.
+  void PullParts(int rank, int64_t step, const std::vector<Part>& parts, absl::string_view ids, absl::Time deadline,
+                 PartsDone done);
+
   // Completes sync steps that no longer wait for anyone (a worker died),
   // answers pulls that became ready, expires those past their deadline,
   // evicts rows past their time to live.
@@ -137,6 +153,23 @@ class SparseStore {
     RowsDone done;
   };
 
+  // A push checked and decoded, to apply.
+  struct DecodedPush {
+    TableState* table;
+    std::vector<int64_t> ids;
+    std::vector<float> rows;
+  };
+  absl::StatusOr<DecodedPush> DecodePush(uint32_t table, const RowPayload& grads) const;
+  absl::StatusOr<wire::PushOutcome> ApplyPush(int rank, int64_t step, DecodedPush push);
+  // The parts' slices of `all`: INVALID_ARGUMENT when their sizes do not
+  // add up to its ids and rows.
+  absl::StatusOr<std::vector<RowPayload>> SplitParts(const std::vector<Part>& parts, const RowPayload& all) const;
+  // Answers `pull` now if ready, else when it becomes so.
+  void PullDecoded(WaitingPull pull);
+  // The parts' pulls (without their `done`), each part's ids checked.
+  absl::StatusOr<std::vector<WaitingPull>> DecodePulls(int64_t step, const std::vector<Part>& parts,
+                                                       absl::string_view ids, absl::Time deadline) const;
+
   absl::StatusOr<TableState*> TableAt(uint32_t table) const;
   // The ids of a request, checked against the table's vocabulary and this
   // server's share of the rows.
@@ -150,6 +183,8 @@ class SparseStore {
   bool CompleteReadySteps(TableState& t);
   // The same for the table's current step alone.
   bool CompleteIfReady(TableState& t);
+  // The table's version past `step`, applied (and captured when asked).
+  void FinishStep(TableState& t, int64_t step);
   bool Ready(const WaitingPull& pull) const;
   static TableSnapshot Snapshot(TableState& t);
   // A request named `step`: rows it touches are touched at the largest
