@@ -2,6 +2,7 @@
 // (client/failover.h): the view of the job's servers that answers carry,
 // calls handed to the server serving this one's keys, a silent server taken
 // for failed, and registering with a server that is live again.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -62,11 +63,14 @@ bool ServerConnection::ProbeForFailover() {
   absl::Duration silent;
   {
     absl::MutexLock lock(&mu_);
-    // This process did not run for a while (paused itself): the silence is
-    // its own, not the server's; start counting again.
-    if (now - last_tend_ > timeout / 2) {
-      last_answer_ = now;
-      last_probe_ = absl::InfinitePast();
+    // This process did not run for a while (paused, or starved on a busy
+    // machine): that time is its own silence, not the server's. It is taken
+    // off the server's silence and the probe's age, which keep what they
+    // had counted before (starting again from zero at every hiccup would put
+    // failover off for as long as a busy machine keeps having them).
+    if (const absl::Duration gap = now - last_tend_; last_tend_ != absl::InfinitePast() && gap > timeout / 2) {
+      last_answer_ = std::min(now, last_answer_ + gap);
+      if (last_probe_ != absl::InfinitePast()) last_probe_ = std::min(now, last_probe_ + gap);
     }
     last_tend_ = now;
     if (calls_in_flight_ == 0 || session_ == 0 || stopped_) return false;
