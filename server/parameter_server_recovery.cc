@@ -23,6 +23,7 @@ SparseStoreOptions SparseOptions(const ServerOptions& o, Membership* membership)
   s.num_servers = o.job.num_servers;
   s.row_ttl_steps = o.row_ttl_steps;
   s.row_admit_count = o.row_admit_count;
+  s.async_lr_scaling = o.async_lr_scaling;
   s.required_for_step = [membership](int64_t step) { return membership->RequiredForStep(step); };
   s.min_live_clock = [membership] { return membership->MinLiveClock(); };
   return s;

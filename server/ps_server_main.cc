@@ -40,10 +40,11 @@ ABSL_FLAG(std::string, join, "",
           "other server runs the job (a new job, or all of them restarting) it starts as usual.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk (key) in bytes; a multiple of 4.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
-ABSL_FLAG(std::string, async_lr_scaling, "workers",
+ABSL_FLAG(std::string, async_lr_scaling, "auto",
           "async and ssp: workers (a push is 1/num_workers of a step: lr/N, the schedule once per N pushes, "
-          "optimizer state kept per step; the same flags then mean the same in every mode) or none (every push "
-          "is a whole step).");
+          "optimizer state kept per step; the same flags then mean the same in every mode), none (every push "
+          "is a whole step), or auto (none for AdaGrad, dense and rows, whose lr/N would be lr/sqrt(N) against "
+          "sync; workers for the other optimizers).");
 ABSL_FLAG(std::string, staleness_lr, "capped",
           "async and ssp: none; inverse (a push's learning rate is lr / (1 + its staleness), the updates of the "
           "key since the version the push was computed from, in place of lr / num_workers); or capped (lr / "

@@ -10,7 +10,9 @@ namespace shardps {
 absl::StatusOr<AsyncLrScaling> ParseAsyncLrScaling(const std::string& text) {
   if (text == "workers") return AsyncLrScaling::kWorkers;
   if (text == "none") return AsyncLrScaling::kNone;
-  return absl::InvalidArgumentError(absl::StrCat("unknown --async_lr_scaling '", text, "'; want workers or none"));
+  if (text == "auto") return AsyncLrScaling::kAuto;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --async_lr_scaling '", text, "'; want auto, workers or none"));
 }
 
 absl::StatusOr<StalenessLr> ParseStalenessLr(const std::string& text) {
@@ -42,7 +44,9 @@ std::string StalenessLrName(StalenessLr rule) {
 }
 
 int PushesPerStep(const ServerOptions& o) {
-  const bool per_push = o.job.mode != Mode::kSync && o.async_lr_scaling == AsyncLrScaling::kWorkers;
+  const bool adagrad = o.optimizer.kind == OptimizerKind::kAdaGrad;
+  const bool per_push = o.job.mode != Mode::kSync &&
+                        ResolveAsyncLrScaling(o.async_lr_scaling, adagrad) == AsyncLrScaling::kWorkers;
   return per_push ? o.job.num_workers : 1;
 }
 

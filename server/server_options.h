@@ -10,16 +10,12 @@
 #include "absl/time/time.h"
 #include "common/job_view.h"
 #include "common/trace.h"
+#include "server/async_lr_scaling.h"
 #include "server/replica_link.h"
 #include "server/optimizer.h"
 
 namespace shardps {
 
-// async and ssp: how a push's learning rate relates to a step's.
-enum class AsyncLrScaling {
-  kWorkers,  // a push is 1/num_workers of a step (server/optimizer.h)
-  kNone,     // every push is a full step (before this option existed)
-};
 // async and ssp: a push's learning rate against its staleness.
 enum class StalenessLr {
   kNone,
@@ -53,7 +49,7 @@ struct ServerOptions {
   JobView job;  // mode, staleness, counts, partition bytes; layout_hash unused.
   OptimizerOptions optimizer;
 
-  AsyncLrScaling async_lr_scaling = AsyncLrScaling::kWorkers;
+  AsyncLrScaling async_lr_scaling = AsyncLrScaling::kAuto;
   StalenessLr staleness_lr = StalenessLr::kCapped;
   double momentum_lookahead = kAutoLookahead;  // updates, or kAutoLookahead
   int64_t staleness_log_every = 1000;  // steps between staleness log lines (async, ssp); 0: none

@@ -301,6 +301,7 @@ TEST_CASE("rows untouched for --row_ttl_steps are evicted, and come back as new 
 
 TEST_CASE("sparse async AdaGrad: a push is 1/N of a step, as for dense keys", "[sparse]") {
   SparseStoreOptions o;
+  o.async_lr_scaling = AsyncLrScaling::kWorkers;
   o.mode = Mode::kAsync;
   o.num_workers = 2;
   o.required_for_step = [](int64_t) { return std::vector<bool>{true, true}; };
@@ -371,6 +372,38 @@ TEST_CASE("sync, one worker: a push's repeated ids are summed before the optimiz
   push(1, {2, 5}, {1, 24});  // ascending: applied as they came; 5's sum of squares 49 + 576 = 625
   CHECK(row(2, 2) == Approx(-1.0f));
   CHECK(row(2, 5) == Approx(-1.0f - 24.0f / 25.0f));
+}
+
+}  // namespace
+}  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Two async pushes of gradient 2 to row 9 (lr 1, rows from 0), under
+// --async_lr_scaling=auto: the row as it ends, with its slots.
+TableSnapshot TwoAutoPushes(RowOptimizerKind kind) {
+  SparseStoreOptions o;
+  o.mode = Mode::kAsync;
+  o.num_workers = 2;
+  o.async_lr_scaling = AsyncLrScaling::kAuto;
+  o.required_for_step = [](int64_t) { return std::vector<bool>{true, true}; };
+  o.min_live_clock = [] { return int64_t{0}; };
+  SparseStore store(o);
+  store.Install({Spec(kind)});
+  const std::string ids = Bytes(std::vector<int64_t>{9});
+  const std::string g = Bytes(std::vector<float>{2, 2});
+  for (int rank = 0; rank < 2; ++rank) REQUIRE(store.Push(rank, 0, 0, RowPayload{ids, g, wire::DTYPE_FLOAT32}).ok());
+  return store.Capture()[0];
+}
+
+TEST_CASE("sparse async, --async_lr_scaling=auto: AdaGrad takes every push whole, SGD 1/N of a step", "[sparse]") {
+  const TableSnapshot adagrad = TwoAutoPushes(RowOptimizerKind::kAdagrad);
+  CHECK(adagrad.slots == std::vector<float>{8, 8});  // 4 + 4: each push's g^2 whole
+  // Steps of lr: 2 / sqrt(4) then 2 / sqrt(8), as local AdaGrad takes two batches.
+  CHECK_THAT(adagrad.rows[0], Catch::Matchers::WithinAbs(-(1 + 2 / std::sqrt(8.0)), 1e-6));
+  const TableSnapshot sgd = TwoAutoPushes(RowOptimizerKind::kSgd);
+  CHECK(sgd.rows == std::vector<float>{-2, -2});  // lr / 2 times 2, twice
 }
 
 }  // namespace

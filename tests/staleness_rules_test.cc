@@ -126,6 +126,26 @@ TEST_CASE("the lookahead's default: 2 updates per other worker in async and ssp,
   REQUIRE(LookaheadUpdates(o) == 3);
 }
 
+TEST_CASE("--async_lr_scaling=auto: a whole step a push for AdaGrad, 1/N of one for the others", "[async][lr]") {
+  ServerOptions o = AsyncOptions(4);
+  o.async_lr_scaling = AsyncLrScaling::kAuto;
+  o.optimizer.kind = OptimizerKind::kAdaGrad;
+  CHECK(PushesPerStep(o) == 1);
+  o.optimizer.kind = OptimizerKind::kSgd;
+  CHECK(PushesPerStep(o) == 4);
+  o.optimizer.kind = OptimizerKind::kAdam;
+  CHECK(PushesPerStep(o) == 4);
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // set: taken as it is
+  CHECK(PushesPerStep(o) == 1);
+  o.async_lr_scaling = AsyncLrScaling::kWorkers;
+  o.optimizer.kind = OptimizerKind::kAdaGrad;
+  CHECK(PushesPerStep(o) == 4);
+  o.job.mode = Mode::kSync;
+  CHECK(PushesPerStep(o) == 1);
+  CHECK(*ParseAsyncLrScaling("auto") == AsyncLrScaling::kAuto);
+  CHECK(ParseAsyncLrScaling("half").status().message() == "unknown --async_lr_scaling 'half'; want auto, workers or none");
+}
+
 TEST_CASE("a sync job with a lookahead, or a bad one, does not start", "[lookahead]") {
   ServerOptions o = SyncOptions(1, 2);
   o.optimizer.momentum = 0.9;

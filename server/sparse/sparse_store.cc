@@ -120,10 +120,15 @@ absl::StatusOr<wire::PushOutcome> SparseStore::ApplyPush(int rank, int64_t step,
   state.pushes.fetch_add(1, std::memory_order_relaxed);
   state.rows_pushed.fetch_add(static_cast<int64_t>(push.ids.size()), std::memory_order_relaxed);
   if (options_.mode == Mode::kSync) return PushSync(state, rank, step, std::move(push.ids), std::move(push.rows));
-  // One worker's push is 1/N of a step: the learning rate (and AdaGrad's
-  // accumulation) scaled by it, as for dense keys.
+  // A push is 1/N of a step (the learning rate and AdaGrad's sums scaled
+  // by it, as for dense keys) or a whole one (--async_lr_scaling; auto:
+  // whole for AdaGrad, per element or per row, which is scale-free: a row
+  // one worker touched in a step then moves as sync moves it).
+  const RowOptimizerKind kind = state.table.spec().optimizer;
+  const bool adagrad = kind == RowOptimizerKind::kAdagrad || kind == RowOptimizerKind::kRowwiseAdagrad;
+  const bool per_push = ResolveAsyncLrScaling(options_.async_lr_scaling, adagrad) == AsyncLrScaling::kWorkers;
   state.table.Apply(push.ids.data(), push.ids.size(), push.rows.data(), 1.0f,
-                    1.0f / static_cast<float>(options_.num_workers));
+                    per_push ? 1.0f / static_cast<float>(options_.num_workers) : 1.0f);
   state.version.fetch_add(1);
   return wire::PUSH_APPLIED;
 }

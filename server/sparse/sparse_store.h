@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "server/async_lr_scaling.h"
 #include "absl/time/time.h"
 #include "common/job_view.h"
 #include "common/table_spec.h"
@@ -76,6 +77,9 @@ struct SparseStoreOptions {
   // A row is stored at its id's row_admit_count-th push (SparseTable); 0 or
   // 1: at its first touch.
   int row_admit_count = 0;
+  // async and ssp: whether a push is 1/num_workers of a step or a whole one
+  // (server/server_options.h; kAuto: per table, by its row optimizer).
+  AsyncLrScaling async_lr_scaling = AsyncLrScaling::kWorkers;
   // Ranks that must push a sync step (Membership::RequiredForStep).
   std::function<std::vector<bool>(int64_t step)> required_for_step;
   // The slowest live worker's clock (Membership::MinLiveClock), for ssp.
