@@ -26,9 +26,8 @@ struct RowsPull {
 };
 
 // One PushRows request: its small fields, and each table's ids and rows as
-// views into memory that the caller lends until the call completes (ids
-// and gradients that go as they came) or that their owner keeps (plans,
-// sums, bfloat16).
+// views into memory their owners keep (plans; copies, sums or bfloat16 of
+// the gradients) for as long as gRPC holds the request's slices.
 struct RowsPushPart {
   wire::PushRowsRequest head;  // with its parts
   std::vector<BytesField> ids, rows;  // the parts' pieces of fields 4 and 5
@@ -42,7 +41,7 @@ struct PlannedRows {
   int dim = 0;
   std::shared_ptr<const RowPlan> plan;
   Value* values = nullptr;               // in plan order
-  std::shared_ptr<const void> owner;     // of `values` when they are not the caller's
+  std::shared_ptr<const void> owner;     // of `values` when they are not the caller's (pulls; every push)
 };
 
 namespace {
@@ -58,8 +57,7 @@ size_t RowsPerRequest(int64_t max_message_bytes, int dim, wire::DType dtype) {
 }
 
 // `values` floats at `rows` as the rows field in `dtype`: a view of them
-// (float32, kept alive by `owner` or, when null, by the caller), or a
-// bfloat16 copy the field owns.
+// that `owner` keeps alive (float32), or a bfloat16 copy the field owns.
 BytesField RowsField(const float* rows, size_t values, wire::DType dtype, std::shared_ptr<const void> owner) {
   if (dtype == wire::DTYPE_BFLOAT16) {
     auto narrow = std::make_shared<std::string>(values * 2, '\0');
@@ -140,14 +138,19 @@ void GrpcPsClient::PushRowsManyAsync(int64_t step, std::vector<Rows<const float>
     const absl::StatusOr<int> dim = TableDim(t.table);
     if (!dim.ok()) return done(dim.status());
     PlannedRows<const float> p{t.table, *dim, std::make_shared<const RowPlan>(PlanRows(t.ids, t.n, servers))};
-    // Distinct ids in server order go as they came: the caller lends them
-    // until the call completes. Otherwise the sums, which the requests keep.
-    if (p.plan->identity) {
+    // The requests own the rows they send: gRPC may hold a request's slices
+    // past the call's end (a write stuck behind a stalled peer), when the
+    // caller's memory is no longer lent. Distinct ids in server order are
+    // one copy of the gradients (bfloat16: the narrowed copy RowsField
+    // makes); otherwise their sums.
+    if (p.plan->identity && options_.wire_dtype == wire::DTYPE_BFLOAT16) {
       p.values = t.values;
     } else {
-      auto sums = std::make_shared<const std::vector<float>>(SumRows(*p.plan, t.values, t.n, *dim));
-      p.values = sums->data();
-      p.owner = std::move(sums);
+      auto owned = std::make_shared<const std::vector<float>>(
+          p.plan->identity ? std::vector<float>(t.values, t.values + t.n * static_cast<size_t>(*dim))
+                           : SumRows(*p.plan, t.values, t.n, *dim));
+      p.values = owned->data();
+      p.owner = std::move(owned);
     }
     planned.push_back(std::move(p));
   }
@@ -207,6 +210,9 @@ absl::Status GrpcPsClient::PlanPushes(int64_t step, int s, const std::vector<Pla
       wire::RowsPart* part = open->head.add_parts();
       part->set_table(p.table);
       part->set_ids(take);
+      // A server from before RowsPart reads `table` alone, and then finds
+      // the sizes wrong instead of taking every table's rows as one's.
+      if (open->head.parts_size() == 1) open->head.set_table(p.table);
       open->ids.push_back(
           {4, {reinterpret_cast<const char*>(p.plan->ids.data() + begin + off), take * sizeof(int64_t)}, p.plan});
       open->rows.push_back(RowsField(p.values + (begin + off) * p.dim, take * p.dim, dtype, p.owner));
@@ -301,10 +307,14 @@ void GrpcPsClient::PlanPulls(int64_t step, int s, const std::vector<PlannedRows<
   for (const PlannedRows<float>& p : planned) {
     const size_t begin = p.plan->server_begin[s], count = p.plan->server_begin[s + 1] - begin;
     const size_t limit = RowsPerRequest(options_.max_message_bytes, p.dim, dtype);
-    const int64_t per_row = static_cast<int64_t>(p.dim) * ValueBytes(dtype);
+    const int64_t per_row = static_cast<int64_t>(p.dim) * ValueBytes(dtype);  // in the answer
     for (size_t off = 0; off < count; off += limit) {
       const size_t take = std::min(limit, count - off);
-      if (open != nullptr && open->bytes + static_cast<int64_t>(take) * per_row > room) flush();
+      // Both the request (8 bytes an id) and its answer must fit.
+      if (open != nullptr && (open->bytes + static_cast<int64_t>(take) * per_row > room ||
+                              static_cast<int64_t>(open->head.ids().size() + take * sizeof(int64_t)) > room)) {
+        flush();
+      }
       if (open == nullptr) {
         open = std::make_shared<RowsPull>();
         open->head.set_step(step);
@@ -313,6 +323,7 @@ void GrpcPsClient::PlanPulls(int64_t step, int s, const std::vector<PlannedRows<
       wire::RowsPart* part = open->head.add_parts();
       part->set_table(p.table);
       part->set_ids(take);
+      if (open->head.parts_size() == 1) open->head.set_table(p.table);
       open->head.mutable_ids()->append(reinterpret_cast<const char*>(p.plan->ids.data() + begin + off),
                                        take * sizeof(int64_t));
       open->into.push_back({p.values + (begin + off) * p.dim, take * p.dim});

@@ -25,8 +25,10 @@ namespace shardps {
 struct BytesField {
   int number = 0;           // the field's number in the message
   absl::string_view bytes;  // under 2 GB
-  // Keeps `bytes` alive until gRPC releases the slice; null: the caller
-  // keeps them unchanged until the call has completed.
+  // Keeps `bytes` alive until gRPC releases the slice. Null: `bytes` must
+  // outlive every use gRPC makes of the buffer, which can be later than the
+  // call's end (a write stuck behind a stalled peer): memory a caller lends
+  // only until the call completes is not enough.
   std::shared_ptr<const void> owner;
 };
 

@@ -57,6 +57,20 @@ grpc::Status CallRaw(grpc::GenericStub& stub, grpc::ClientContext* ctx, grpc::By
   return status;
 }
 
+// A Replicate attempt's deadline for `frame`.
+absl::Duration AttemptDeadline(const ReplicaLinkOptions& options, const RawReplicate& frame) {
+  // The failover timeout, plus the frame's bytes at a slow 20 MB/s (a large
+  // update takes a while), at most attempt_timeout. A backup that is silent
+  // (paused) is then taken for failed within about two failover timeouts,
+  // as workers take a silent primary. A deadline of attempt_timeout alone
+  // (10 s) outlasted a pause of twice the timeout: neither this link nor a
+  // worker with no call waiting on the paused server noticed it.
+  int64_t bytes = 0;
+  for (const SharedPayload& p : frame.payloads) bytes += static_cast<int64_t>(p.bytes.size());
+  const absl::Duration transfer = absl::Seconds(static_cast<double>(bytes) / (20 << 20));
+  return std::min(options.attempt_timeout, options.failover_timeout + transfer);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> GrpcReplicaLink::Create(const ReplicaLinkOptions& options) {
@@ -141,9 +155,10 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
   const RawReplicate frame = FrameOf(items);
   const int keys = frame.header.keys_size();
   const absl::Time first = absl::Now();
+  const absl::Duration deadline = AttemptDeadline(options_, frame);
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.attempt_timeout));
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     if (!options_.auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
     if (view_ours_) {
       if (std::string view = view_ours_(); !view.empty()) ctx.AddMetadata(kServerViewKey, view);

@@ -4,7 +4,8 @@
 // per destination, in order; what queues up while a call is out goes in the
 // next call. A destination that refuses or resets the connection (a dead
 // process) is reported UNAVAILABLE at once; one that does not answer
-// (deadlines) is retried for failover_timeout first.
+// (deadlines: each attempt failover_timeout plus time for its bytes) is
+// retried for failover_timeout first.
 #ifndef SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 #define SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 

@@ -83,7 +83,8 @@ class PullRowsReactor final : public UnaryReactor {
     }
     const absl::StatusOr<wire::DType> dtype = PullAnswerDType(req_.dtype());
     if (!dtype.ok()) return Refuse(dtype.status());
-    // The request outlives the call: the ids are read from it after a wait.
+    // The request lives as long as the call (the ids' bytes are decoded
+    // before any wait).
     core_->PullRows(req_.session_id(), req_.step(), PartsOf(req_.parts(), req_.table(), req_.ids().size()),
                     req_.ids(), Deadline(), [this, dtype = *dtype](absl::StatusOr<std::vector<PulledRows>> rows) {
                       if (!rows.ok()) return Reply(rows.status());

@@ -83,8 +83,9 @@ struct ServerOptions {
 };
 
 // Updates that make one step of the learning-rate schedule
-// (server/optimizer.h): num_workers in async and ssp with
-// --async_lr_scaling=workers, else 1.
+// (server/optimizer.h): num_workers in async and ssp when
+// --async_lr_scaling resolves to workers for the dense optimizer (workers;
+// auto for all but AdaGrad), else 1.
 int PushesPerStep(const ServerOptions& options);
 
 // The lookahead the optimizer runs with: momentum_lookahead when set; auto

@@ -29,13 +29,13 @@ Layout TwoTables() {
 }
 
 struct Job {
-  explicit Job(int64_t max_message_bytes = 0) : cluster(SyncOptions(2, 2)) {
+  explicit Job(int64_t max_message_bytes = 0, const Layout& layout = TwoTables()) : cluster(SyncOptions(2, 2)) {
     for (int r = 0; r < 2; ++r) {
-      ClientOptions o = cluster.ClientFor(r, TwoTables());
+      ClientOptions o = cluster.ClientFor(r, layout);
       if (max_message_bytes > 0) o.max_message_bytes = max_message_bytes;
       workers.push_back(cluster.Worker(o));
     }
-    REQUIRE(workers[0]->Init(Zeros(TwoTables())).ok());
+    REQUIRE(workers[0]->Init(Zeros(layout)).ok());
   }
   absl::Status Push(int rank, int64_t step, std::vector<PsClient::Rows<const float>> tables) {
     PendingCall call;
@@ -96,6 +96,17 @@ TEST_CASE("several tables past the message limit: split between tables, rows sti
   REQUIRE(job.Pull(0, 1, {{0, ids.data(), ids.size(), u.data()}, {1, ids.data(), ids.size(), i.data()}}).ok());
   CHECK(u == std::vector<float>(u.size(), -2.0f));
   CHECK(i == std::vector<float>(i.size(), -4.0f));
+}
+
+TEST_CASE("a pull whose ids outweigh its rows splits by the request's size too", "[sparse]") {
+  Layout l = SmallLayout();
+  l.tables = {Table("flags", 1)};  // 8 bytes of id a row for 4 of answer
+  Job job(1 << 20, l);
+  std::vector<int64_t> ids(250000);  // ~125,000 a server: 1 MB of ids each, over the limit in one request
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
+  std::vector<float> rows(ids.size(), -99);
+  REQUIRE(job.Pull(0, 0, {{0, ids.data(), ids.size(), rows.data()}}).ok());
+  CHECK(rows == std::vector<float>(rows.size(), 0.0f));
 }
 
 }  // namespace

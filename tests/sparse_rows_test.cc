@@ -125,10 +125,10 @@ class RawRows {
   }
   // A push of `parts` (table, ids) over the ids and rows given.
   grpc::Status PushParts(std::vector<std::pair<uint32_t, uint64_t>> parts, std::vector<int64_t> ids,
-                         std::vector<float> rows) {
+                         std::vector<float> rows, wire::DType dtype = wire::DTYPE_FLOAT32) {
     wire::PushRowsRequest req;
     req.set_session_id(session_);
-    req.set_dtype(wire::DTYPE_FLOAT32);
+    req.set_dtype(dtype);
     for (auto [table, n] : parts) {
       wire::RowsPart* p = req.add_parts();
       p->set_table(table);
@@ -194,7 +194,9 @@ TEST_CASE_METHOD(RawRows, "a push of several parts that do not add up applies no
   Expect(PushParts({{0, 3}}, {1, 2}, {1, 1, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT, "goes past the push's ids");
   Expect(PushParts({{0, 1}}, {1, 2}, {1, 1, 1, 1}), grpc::StatusCode::INVALID_ARGUMENT,
          "the parts hold 8 bytes of ids and 8 of rows; the push has 16 and 16");
-  CHECK(Refused() == before + 4);
+  Expect(PushParts({{0, 0}, {0, 0}}, {}, {}, wire::DTYPE_UNSPECIFIED), grpc::StatusCode::INVALID_ARGUMENT,
+         "want float32 or bfloat16");  // no dtype: refused before any size is worked out from it
+  CHECK(Refused() == before + 5);
   CHECK(Row(1) == std::vector<float>{0, 0});
   REQUIRE(PushParts({{0, 1}}, {1}, {2, 2}).ok());  // one part that adds up: buffered for the step
   REQUIRE(worker_->PushRows(0, 0, nullptr, 0, nullptr).ok());

@@ -111,7 +111,9 @@ class SparseStore {
   };
   using PartsDone = std::function<void(absl::StatusOr<std::vector<PulledRows>>)>;
   // Every part is decoded and checked before any is applied: a bad part
-  // (or sizes that do not add up) applies none. One outcome per part.
+  // (or sizes that do not add up) applies none. One outcome per part. A
+  // step a table cannot take (sync: outside its window) fails the request
+  // after the parts before it were taken; a retry finds those duplicates.
   absl::StatusOr<std::vector<wire::PushOutcome>> PushParts(int rank, int64_t step, const std::vector<Part>& parts,
                                                            const RowPayload& all);
   // Each part's rows, in order, once every part's pull is answered (the

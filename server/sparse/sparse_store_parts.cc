@@ -17,6 +17,10 @@ absl::StatusOr<std::vector<RowPayload>> SparseStore::SplitParts(const std::vecto
   if (parts.size() == 1 && parts[0].n == all.ids.size() / sizeof(int64_t)) {
     return std::vector<RowPayload>{all};  // one table: its sizes are checked as such
   }
+  if (all.dtype != wire::DTYPE_FLOAT32 && all.dtype != wire::DTYPE_BFLOAT16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a push of ", parts.size(), " tables' rows of dtype ", all.dtype, "; want float32 or bfloat16"));
+  }
   std::vector<RowPayload> out;
   size_t ids_at = 0, rows_at = 0;
   const size_t value_bytes = ValueBytes(all.dtype);
