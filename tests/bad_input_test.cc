@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include <grpcpp/generic/generic_stub.h>
 
 #include "common/rpc_metadata.h"
 #include "common/tensor_frame.h"
@@ -75,29 +74,6 @@ class BadInputFixture {
   uint64_t session_ = 0;
 };
 
-// Any method through gRPC's generic stub (the raw framing of
-// common/tensor_frame.h, or bytes that are not a message at all). The
-// answer's incarnation metadata goes to *incarnation when given.
-grpc::Status RawCall(const TestCluster& cluster, const std::string& method, const grpc::ByteBuffer& request,
-                     grpc::ByteBuffer* response, std::string* incarnation = nullptr) {
-  grpc::GenericStub stub(
-      grpc::CreateChannel(cluster.Addresses()[0], grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
-  call->StartCall();
-  grpc::Status status;
-  call->Finish(response, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  REQUIRE(cq.Next(&tag, &ok));
-  if (incarnation != nullptr) {
-    auto it = ctx.GetServerTrailingMetadata().find(kIncarnationKey);
-    *incarnation = it == ctx.GetServerTrailingMetadata().end() ? "" : std::string(it->second.data(), it->second.size());
-  }
-  return status;
-}
-
 TEST_CASE_METHOD(BadInputFixture, "a good push is accepted (control)", "[bad_input]") {
   REQUIRE(Push(GoodPush()).ok());
 }
@@ -156,7 +132,7 @@ TEST_CASE_METHOD(BadInputFixture, "payload of the wrong type: INVALID_ARGUMENT",
     grpc::Status status;
     if (raw) {
       grpc::ByteBuffer response;
-      status = RawCall(cluster_, kRawPullMethod, MessageBuffer(pull), &response);
+      status = cluster_.RawCall(0, kRawPullMethod, MessageBuffer(pull), &response);
     } else {
       wire::PullResponse response;
       grpc::ClientContext ctx;
@@ -268,7 +244,7 @@ grpc::ByteBuffer Bytes(const std::string& b) {
 TEST_CASE_METHOD(BadInputFixture, "raw framing: good and malformed pushes, unknown methods", "[bad_input]") {
   auto raw_push = [&](const wire::PushRequest& header, const std::string& payload) {
     grpc::ByteBuffer response;
-    return RawCall(cluster_, kRawPushMethod, EncodeFrame(header, {absl::string_view(payload)}), &response);
+    return cluster_.RawCall(0, kRawPushMethod, EncodeFrame(header, {absl::string_view(payload)}), &response);
   };
   wire::PushRequest header = GoodPush();
   header.mutable_chunks(0)->clear_data();
@@ -284,11 +260,11 @@ TEST_CASE_METHOD(BadInputFixture, "raw framing: good and malformed pushes, unkno
   with_data.mutable_chunks(0)->set_raw_bytes(16);
   Expect(raw_push(with_data, std::string(16, '\0')), grpc::StatusCode::INVALID_ARGUMENT, "no data");
   grpc::ByteBuffer response;
-  Expect(RawCall(cluster_, kRawPushMethod, Bytes("xy"), &response), grpc::StatusCode::INVALID_ARGUMENT,
+  Expect(cluster_.RawCall(0, kRawPushMethod, Bytes("xy"), &response), grpc::StatusCode::INVALID_ARGUMENT,
          "no header length");
-  Expect(RawCall(cluster_, kRawPullMethod, Bytes("\xff\xff\xff"), &response), grpc::StatusCode::INVALID_ARGUMENT,
+  Expect(cluster_.RawCall(0, kRawPullMethod, Bytes("\xff\xff\xff"), &response), grpc::StatusCode::INVALID_ARGUMENT,
          "does not parse");
-  Expect(RawCall(cluster_, "/shardps.wire.RawTensors/Nope", Bytes(""), &response),
+  Expect(cluster_.RawCall(0, "/shardps.wire.RawTensors/Nope", Bytes(""), &response),
          grpc::StatusCode::UNIMPLEMENTED, "unknown method /shardps.wire.RawTensors/Nope");
   REQUIRE(Refused() == refused + 5);  // the unknown method is not a refused request
 
@@ -310,7 +286,7 @@ TEST_CASE_METHOD(BadInputFixture, "bytes that are not the request message: INVAL
     grpc::ByteBuffer request(&slice, 1), response;
     std::string answered_by;
     const grpc::Status s =
-        RawCall(cluster_, "/shardps.wire.ParameterService/" + method, request, &response, &answered_by);
+        cluster_.RawCall(0, "/shardps.wire.ParameterService/" + method, request, &response, &answered_by);
     Expect(s, grpc::StatusCode::INVALID_ARGUMENT, "request does not parse as shardps.wire." + message);
     REQUIRE(answered_by == incarnation);  // errors carry the incarnation too
   }
@@ -323,11 +299,11 @@ TEST_CASE_METHOD(BadInputFixture, "every answer carries the server's incarnation
   req.set_action(wire::ADMIN_STATUS);
   grpc::ByteBuffer response;
   std::string answered_by;
-  REQUIRE(RawCall(cluster_, "/shardps.wire.ParameterService/Admin", MessageBuffer(req), &response, &answered_by).ok());
+  REQUIRE(cluster_.RawCall(0, "/shardps.wire.ParameterService/Admin", MessageBuffer(req), &response, &answered_by).ok());
   REQUIRE(ParseIncarnation(answered_by) == cluster_.core(0)->incarnation());
   grpc::Slice empty("");
   grpc::ByteBuffer none(&empty, 1);
-  Expect(RawCall(cluster_, "/shardps.wire.Nothing/Here", none, &response, &answered_by),
+  Expect(cluster_.RawCall(0, "/shardps.wire.Nothing/Here", none, &response, &answered_by),
          grpc::StatusCode::UNIMPLEMENTED, "unknown method /shardps.wire.Nothing/Here");
   REQUIRE(ParseIncarnation(answered_by) == cluster_.core(0)->incarnation());
 }

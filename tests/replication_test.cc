@@ -9,7 +9,6 @@
 #include <memory>
 #include <vector>
 
-#include <grpcpp/generic/generic_stub.h>
 
 #include "common/metrics_http.h"
 #include "common/tensor_frame.h"
@@ -227,22 +226,6 @@ TEST_CASE("replication: bad flags are refused with the reason", "[replication]")
   CHECK(PsClient::Connect(c).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
-// A raw Replicate call (common/tensor_frame.h) to server s.
-grpc::Status RawReplicate(const TestCluster& cluster, int s, const grpc::ByteBuffer& request) {
-  grpc::GenericStub stub(grpc::CreateChannel(cluster.Addresses()[s], grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  grpc::CompletionQueue cq;
-  grpc::ByteBuffer response;
-  auto call = stub.PrepareUnaryCall(&ctx, kRawReplicateMethod, request, &cq);
-  call->StartCall();
-  grpc::Status status;
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  REQUIRE(cq.Next(&tag, &ok));
-  return status;
-}
-
 TEST_CASE("replication: a raw Replicate frame that does not add up is refused, a good one installed",
           "[replication]") {
   TestCluster cluster(ReplicatedOptions());
@@ -260,7 +243,7 @@ TEST_CASE("replication: a raw Replicate frame that does not add up is refused, a
   };
   const int64_t refused_before = cluster.core(1)->Stats().refused;
   auto refused = [&](const grpc::ByteBuffer& frame, const char* why) {
-    const grpc::Status s = RawReplicate(cluster, 1, frame);
+    const grpc::Status s = cluster.RawCall(1, kRawReplicateMethod, frame);
     CHECK(s.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     CHECK_THAT(s.error_message(), Catch::Contains(why));
   };
@@ -276,7 +259,7 @@ TEST_CASE("replication: a raw Replicate frame that does not add up is refused, a
   CHECK(cluster.core(1)->Stats().refused == refused_before + 6);
   CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
   // A frame that adds up (weights and the momentum slot) is installed.
-  REQUIRE(RawReplicate(cluster, 1, EncodeFrame(header(n, 1), {weights, slot})).ok());
+  REQUIRE(cluster.RawCall(1, kRawReplicateMethod, EncodeFrame(header(n, 1), {weights, slot})).ok());
   CHECK(cluster.core(1)->Stats().replica_keys_installed == 1);
 }
 

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/generic/generic_stub.h>
-
 #include "client/pending_call.h"
 #include "tests/expect_status.h"
 #include "tests/test_cluster.h"
@@ -203,36 +201,24 @@ TEST_CASE_METHOD(RawRows, "a push of several parts that do not add up applies no
   CHECK(Row(1) == std::vector<float>{-1, -1});
 }
 
-// Bytes sent to `method` through gRPC's generic stub, as a peer that is
-// not a ShardPS client may send them.
-grpc::Status RawBytes(const TestCluster& cluster, const std::string& method, const std::string& bytes) {
-  grpc::GenericStub stub(grpc::CreateChannel(cluster.Addresses()[0], grpc::InsecureChannelCredentials()));
+// Bytes as one slice, as a peer that is not a ShardPS client may send them.
+grpc::ByteBuffer Raw(const std::string& bytes) {
   grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1), response;
-  grpc::ClientContext ctx;
-  grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
-  call->StartCall();
-  grpc::Status status;
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  REQUIRE(cq.Next(&tag, &ok));
-  return status;
+  return grpc::ByteBuffer(&slice, 1);
 }
 
 TEST_CASE_METHOD(RawRows, "malformed row messages: refused by name, the server keeps serving", "[sparse][bad_input]") {
   const std::string kPushRows = "/shardps.wire.ParameterService/PushRows";
   const int64_t before = Refused();
-  Expect(RawBytes(cluster_, kPushRows, std::string("\x2a\x02\x01", 3)), grpc::StatusCode::INVALID_ARGUMENT,
+  Expect(cluster_.RawCall(0, kPushRows, Raw(std::string("\x2a\x02\x01", 3))), grpc::StatusCode::INVALID_ARGUMENT,
          "field 5 is cut short");
-  Expect(RawBytes(cluster_, "/shardps.wire.ParameterService/PullRows", "\xff\xff"),
+  Expect(cluster_.RawCall(0, "/shardps.wire.ParameterService/PullRows", Raw("\xff\xff")),
          grpc::StatusCode::INVALID_ARGUMENT, "PullRowsRequest");
   wire::PushRowsRequest twice;
   twice.set_session_id(session_);
   twice.set_rows(std::string(8, '\0'));
   twice.set_ids(std::string(8, '\0'));
-  Expect(RawBytes(cluster_, kPushRows, twice.SerializeAsString() + twice.SerializeAsString()),
+  Expect(cluster_.RawCall(0, kPushRows, Raw(twice.SerializeAsString() + twice.SerializeAsString())),
          grpc::StatusCode::INVALID_ARGUMENT, "field 4 comes twice");
   CHECK(Refused() == before + 3);
   CHECK(Row(1) == std::vector<float>{0, 0});

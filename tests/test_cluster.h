@@ -10,12 +10,14 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/layout.h"
+#include "common/rpc_metadata.h"
 #include "proto/shardps.grpc.pb.h"
 #include "server/grpc_replica_link.h"
 #include "server/ps_server_host.h"
@@ -133,6 +135,32 @@ class TestCluster {
     auto step = (*client)->Register();
     if (!step.ok()) throw std::runtime_error(std::string(step.status().message()));
     return *std::move(client);
+  }
+
+  // One call of any method to server s through gRPC's generic stub, as a
+  // peer that is not a ShardPS client may make it: the raw framing of
+  // common/tensor_frame.h, or bytes that are not a message at all. The
+  // answer goes to *response and its incarnation metadata to *incarnation
+  // when given.
+  grpc::Status RawCall(int s, const std::string& method, const grpc::ByteBuffer& request,
+                       grpc::ByteBuffer* response = nullptr, std::string* incarnation = nullptr) const {
+    grpc::GenericStub stub(grpc::CreateChannel(Addresses()[s], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    grpc::CompletionQueue cq;
+    grpc::ByteBuffer ignored;
+    auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+    call->StartCall();
+    grpc::Status status;
+    call->Finish(response != nullptr ? response : &ignored, &status, reinterpret_cast<void*>(1));
+    void* tag;
+    bool ok;
+    if (!cq.Next(&tag, &ok)) throw std::runtime_error("RawCall: the completion queue shut down");
+    if (incarnation != nullptr) {
+      const auto& trailing = ctx.GetServerTrailingMetadata();
+      auto it = trailing.find(kIncarnationKey);
+      *incarnation = it == trailing.end() ? "" : std::string(it->second.data(), it->second.size());
+    }
+    return status;
   }
 
   std::unique_ptr<wire::ParameterService::Stub> RawStub(int s) const {
