@@ -66,6 +66,18 @@ BytesField RowsField(const float* rows, size_t values, wire::DType dtype, std::s
   }
   return {5, {reinterpret_cast<const char*>(rows), values * sizeof(float)}, std::move(owner)};
 }
+// Names `table`'s part of `ids` ids in a request of several tables. The
+// first part's table is also the request's `table`: a server from before
+// RowsPart reads that alone, and then finds the sizes wrong instead of
+// taking every table's rows as one's.
+template <typename Request>
+void AddRowsPart(Request& head, uint32_t table, size_t ids) {
+  wire::RowsPart* part = head.add_parts();
+  part->set_table(table);
+  part->set_ids(ids);
+  if (head.parts_size() == 1) head.set_table(table);
+}
+
 // The rows of a PullRows answer from server `s` into the places `into`
 // names, in order: read straight from the received slices when there is
 // one place and float32, else through one buffer. INTERNAL when the
@@ -207,12 +219,7 @@ absl::Status GrpcPsClient::PlanPushes(int64_t step, int s, const std::vector<Pla
         open->head.set_step(step);
         open->head.set_dtype(dtype);
       }
-      wire::RowsPart* part = open->head.add_parts();
-      part->set_table(p.table);
-      part->set_ids(take);
-      // A server from before RowsPart reads `table` alone, and then finds
-      // the sizes wrong instead of taking every table's rows as one's.
-      if (open->head.parts_size() == 1) open->head.set_table(p.table);
+      AddRowsPart(open->head, p.table, take);
       open->ids.push_back(
           {4, {reinterpret_cast<const char*>(p.plan->ids.data() + begin + off), take * sizeof(int64_t)}, p.plan});
       open->rows.push_back(RowsField(p.values + (begin + off) * p.dim, take * p.dim, dtype, p.owner));
@@ -320,10 +327,7 @@ void GrpcPsClient::PlanPulls(int64_t step, int s, const std::vector<PlannedRows<
         open->head.set_step(step);
         open->head.set_dtype(dtype);
       }
-      wire::RowsPart* part = open->head.add_parts();
-      part->set_table(p.table);
-      part->set_ids(take);
-      if (open->head.parts_size() == 1) open->head.set_table(p.table);
+      AddRowsPart(open->head, p.table, take);
       open->head.mutable_ids()->append(reinterpret_cast<const char*>(p.plan->ids.data() + begin + off),
                                        take * sizeof(int64_t));
       open->into.push_back({p.values + (begin + off) * p.dim, take * p.dim});
