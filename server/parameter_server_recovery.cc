@@ -247,7 +247,14 @@ void ParameterServerImpl::Shutdown() {
                  all.count > 0 ? static_cast<double>(all.sum) / all.count : 0.0, all.Quantile(0.5),
                  all.Quantile(0.99), all.max, all.BucketWords());
   }
-  for (PendingPull& p : waiters_.TakeAll()) p.done(absl::UnavailableError("server is shutting down"));
+  std::vector<PendingPull> waiting;
+  {
+    // A pull admitted before shut_down_ was set adds itself to waiters_ under
+    // the reader lock: once we hold the writer lock, every such pull is there.
+    absl::WriterMutexLock state(&rewind_mu_);
+    waiting = waiters_.TakeAll();
+  }
+  for (PendingPull& p : waiting) p.done(absl::UnavailableError("server is shutting down"));
   sparse_.Shutdown();
   if (!checkpointer_.enabled() || !options_.checkpoint_on_shutdown || !initialized_ || awaiting_rewind_) return;
   absl::ReaderMutexLock state(&rewind_mu_);

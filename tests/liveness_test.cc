@@ -4,6 +4,7 @@
 // workers' silence. No test sleeps: time moves only when the test says so.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <list>
 #include <optional>
 #include <thread>
@@ -86,6 +87,35 @@ class CoreOnManualClock {
   std::list<std::vector<float>> buffers_;
   int64_t last_step_ = 0;
 };
+
+// A pull that arrives as the server shuts down is answered either way: it
+// is refused, or it waits and Shutdown() fails it. One lost in between would
+// keep its gRPC call open, and the server's own shutdown would wait for it
+// forever. Many rounds, each with pulls racing the shutdown.
+TEST_CASE("every pull racing a shutdown is answered", "[liveness]") {
+  int lost = 0;
+  for (int round = 0; round < 40; ++round) {
+    CoreOnManualClock s(SyncOptions(1, 1));
+    const uint64_t w0 = s.Join(0);
+    s.Init(w0);
+    std::atomic<int> issued{0}, answered{0};
+    std::atomic<bool> stop{false};
+    std::thread puller([&] {
+      while (!stop.load()) {
+        issued.fetch_add(1);
+        s.core().Pull(w0, 5, {{0, 0}}, wire::DTYPE_FLOAT32, false, absl::InfiniteFuture(),
+                      [&](absl::StatusOr<std::vector<PulledChunk>>) { answered.fetch_add(1); });
+      }
+    });
+    while (issued.load() < 50 * (round % 4 + 1)) std::this_thread::yield();
+    s.core().Shutdown();
+    for (int more = issued.load() + 20; issued.load() < more;) std::this_thread::yield();
+    stop.store(true);
+    puller.join();
+    lost += issued.load() - answered.load();
+  }
+  REQUIRE(lost == 0);
+}
 
 TEST_CASE("a sync step completes without a silent worker, which rejoins at the current step", "[liveness]") {
   ServerOptions o = SyncOptions(1, 3);
