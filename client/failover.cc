@@ -81,15 +81,15 @@ void Failover::PushKeptAgain() {
 }
 
 void Failover::Retain(int server, int acked_by, int64_t step, const CallSpec& spec,
-                      const ServerConnection::Attempt& attempt) {
+                      const ServerConnection::Attempt& attempt, bool rows) {
+  const int64_t keep = rows ? keep_steps_ + 2 : keep_steps_;
   for (int64_t seen = last_step_.load(); step > seen && !last_step_.compare_exchange_weak(seen, step);) {
   }
   {
     absl::MutexLock lock(&mu_);
-    kept_.erase(std::remove_if(kept_.begin(), kept_.end(),
-                               [&](const Kept& k) { return k.server == server && k.step <= step - keep_steps_; }),
-                kept_.end());
-    kept_.push_back(Kept{server, acked_by, step, spec, attempt});
+    const auto done_with = [&](const Kept& k) { return k.server == server && k.rows == rows && k.step <= step - keep; };
+    kept_.erase(std::remove_if(kept_.begin(), kept_.end(), done_with), kept_.end());
+    kept_.push_back(Kept{server, acked_by, step, rows, spec, attempt});
   }
   // After the push is kept: a Merge that marked acked_by down meanwhile
   // either found it kept or changed the view before this reads it.

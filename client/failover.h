@@ -72,7 +72,11 @@ class Failover {
   // is pushed again at once, to the server serving those keys now, when
   // that is another (acked_by went down meanwhile, or was a paused one
   // that had not yet learned it stepped down); a duplicate is dropped.
-  void Retain(int server, int acked_by, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt);
+  // Pushes of rows (`rows`) are kept apart, for 2 steps more: a worker may
+  // push a table's rows up to 2 steps ahead of the server's step there
+  // (server/sparse/table_state.h, kSyncStepsAhead).
+  void Retain(int server, int acked_by, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt,
+              bool rows = false);
   // The job's timeline, from this worker's registration (a server live
   // again is registered with on it).
   void SetTimeline(int64_t timeline) { timeline_ = timeline; }
@@ -87,6 +91,7 @@ class Failover {
     int server = 0;   // whose keys
     int sent_to = 0;  // the server that acknowledged it, or it was last pushed again to
     int64_t step = 0;
+    bool rows = false;
     CallSpec spec;
     ServerConnection::Attempt attempt;
   };

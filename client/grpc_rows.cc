@@ -70,11 +70,14 @@ BytesField RowsField(const float* rows, size_t values, wire::DType dtype, std::s
 // first part's table is also the request's `table`: a server from before
 // RowsPart reads that alone, and then finds the sizes wrong instead of
 // taking every table's rows as one's.
+// With replication the part names its server (`primary` >= 0), so that the
+// request means the same where it is redirected to a backup.
 template <typename Request>
-void AddRowsPart(Request& head, uint32_t table, size_t ids) {
+void AddRowsPart(Request& head, uint32_t table, size_t ids, int primary) {
   wire::RowsPart* part = head.add_parts();
   part->set_table(table);
   part->set_ids(ids);
+  if (primary >= 0) part->set_primary(primary);
   if (head.parts_size() == 1) head.set_table(table);
 }
 
@@ -121,6 +124,17 @@ absl::Status ReadPulledRows(const grpc::ByteBuffer& answer, int s, const std::ve
   return absl::OkStatus();
 }
 
+
+// One attempt of a PushRows request.
+void SendRowsAttempt(RowsPushPart& part, std::shared_ptr<grpc::ByteBuffer> resp, Stub& stub, grpc::ClientContext* ctx,
+                     uint64_t session, std::function<void(grpc::Status)> cb) {
+  part.head.set_session_id(session);
+  std::vector<BytesField> fields = part.ids;
+  fields.insert(fields.end(), part.rows.begin(), part.rows.end());
+  auto request = std::make_shared<grpc::ByteBuffer>(MessageWithBytes(part.head, fields));
+  stub.raw->UnaryCall(ctx, kPushRowsMethod, grpc::StubOptions(), request.get(), resp.get(),
+                      [request, resp, cb = std::move(cb)](grpc::Status st) { cb(std::move(st)); });
+}
 
 }  // namespace
 
@@ -219,7 +233,7 @@ absl::Status GrpcPsClient::PlanPushes(int64_t step, int s, const std::vector<Pla
         open->head.set_step(step);
         open->head.set_dtype(dtype);
       }
-      AddRowsPart(open->head, p.table, take);
+      AddRowsPart(open->head, p.table, take, failover_ != nullptr ? s : -1);
       open->ids.push_back(
           {4, {reinterpret_cast<const char*>(p.plan->ids.data() + begin + off), take * sizeof(int64_t)}, p.plan});
       open->rows.push_back(RowsField(p.values + (begin + off) * p.dim, take * p.dim, dtype, p.owner));
@@ -236,17 +250,26 @@ void GrpcPsClient::SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shar
   auto resp = std::make_shared<grpc::ByteBuffer>();
   CallSpec spec = TransferSpec("push of rows", options_.push_timeout);
   spec.lane = Lane::kPushes;
+  // The server whose stub the last attempt took: the one that acknowledged it.
+  auto answered_by = std::make_shared<std::atomic<int>>(s);
   connections_[s]->Call(
       spec,
-      [part, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
-        part->head.set_session_id(session);
-        std::vector<BytesField> fields = part->ids;
-        fields.insert(fields.end(), part->rows.begin(), part->rows.end());
-        auto request = std::make_shared<grpc::ByteBuffer>(MessageWithBytes(part->head, fields));
-        stub.raw->UnaryCall(ctx, kPushRowsMethod, grpc::StubOptions(), request.get(), resp.get(),
-                            [request, cb = std::move(cb)](grpc::Status st) { cb(std::move(st)); });
+      [part, resp, answered_by](Stub& stub, grpc::ClientContext* ctx, uint64_t session,
+                                std::function<void(grpc::Status)> cb) {
+        answered_by->store(stub.server_id);
+        SendRowsAttempt(*part, resp, stub, ctx, session, std::move(cb));
       },
-      [fanout, resp, finished = std::move(finished)](absl::Status st) {
+      [this, s, part, spec, answered_by, fanout, resp, finished = std::move(finished)](absl::Status st) {
+        // With replication: kept for the backup (the request owns its rows),
+        // as dense pushes are (client/failover.h).
+        if (st.ok() && failover_ != nullptr) {
+          failover_->Retain(
+              s, answered_by->load(), part->head.step(), spec,
+              [part](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
+                SendRowsAttempt(*part, std::make_shared<grpc::ByteBuffer>(), stub, ctx, session, std::move(cb));
+              },
+              /*rows=*/true);
+        }
         finished();
         fanout->Finish(st);
       });
@@ -327,7 +350,7 @@ void GrpcPsClient::PlanPulls(int64_t step, int s, const std::vector<PlannedRows<
         open->head.set_step(step);
         open->head.set_dtype(dtype);
       }
-      AddRowsPart(open->head, p.table, take);
+      AddRowsPart(open->head, p.table, take, failover_ != nullptr ? s : -1);
       open->head.mutable_ids()->append(reinterpret_cast<const char*>(p.plan->ids.data() + begin + off),
                                        take * sizeof(int64_t));
       open->into.push_back({p.values + (begin + off) * p.dim, take * p.dim});

@@ -6,7 +6,9 @@
 // p, p+1, ..., p+R-1 (mod S). Every server backs up the keys of the R - 1
 // servers before it, so it holds its own bytes and theirs: KeyMap balances
 // the primaries by bytes, and so the chains balance what each server holds.
-// (Sparse tables are not replicated yet: a replicated job refuses them.)
+// A sparse table's rows follow the same chains: a server's rows (those whose
+// id hashes to it, common/table_spec.h RowServer) have their copies on the
+// next servers (sync only: server/parameter_server_rows.cc).
 //
 // Who serves a chain's keys follows the job's ServerView: each server's
 // standing (live, failed, or joining: re-filled from its peers after a

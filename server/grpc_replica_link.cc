@@ -41,6 +41,19 @@ RawReplicate FrameOf(std::vector<GrpcReplicaLink::Item>& items) {
       }
     }
   }
+  for (GrpcReplicaLink::Item& item : items) {  // the rows' payloads follow every key's
+    for (const RowsReplica& r : item.rows) {
+      wire::ReplicaRows* h = out.header.add_rows();
+      h->set_primary(r.primary);
+      h->set_table(r.table);
+      h->set_version(r.version);
+      h->set_count(static_cast<int64_t>(r.ids->size()));
+      h->set_row_floats(r.row_floats);
+      const absl::string_view ids(reinterpret_cast<const char*>(r.ids->data()), r.ids->size() * sizeof(int64_t));
+      out.payloads.push_back({r.ids, ids});
+      out.payloads.push_back(ShareFloats(r.values));
+    }
+  }
   return out;
 }
 
@@ -103,9 +116,18 @@ void GrpcReplicaLink::Renew(int to) {
 
 void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
                            std::function<void(absl::Status)> done) {
+  Queue(to, Item{from, std::move(updates), std::move(done), {}});
+}
+
+void GrpcReplicaLink::SendRows(int from, int to, std::vector<RowsReplica> rows,
+                               std::function<void(absl::Status)> done) {
+  Queue(to, Item{from, {}, std::move(done), std::move(rows)});
+}
+
+void GrpcReplicaLink::Queue(int to, Item item) {
   absl::MutexLock lock(&mu_);
   if (stopping_) {
-    done(absl::UnavailableError("the server is shutting down"));
+    item.done(absl::UnavailableError("the server is shutting down"));
     return;
   }
   std::unique_ptr<Peer>& peer = peers_[to];
@@ -113,7 +135,7 @@ void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
     peer = std::make_unique<Peer>();
     peer->sender = std::thread([this, to] { Run(to); });
   }
-  peer->queue.push_back(Item{from, std::move(updates), std::move(done)});
+  peer->queue.push_back(std::move(item));
 }
 
 void GrpcReplicaLink::Run(int to) {
@@ -153,7 +175,7 @@ void GrpcReplicaLink::Run(int to) {
 absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& items) {
   // One request: the items in order.
   const RawReplicate frame = FrameOf(items);
-  const int keys = frame.header.keys_size();
+  const int keys = frame.header.keys_size() + frame.header.rows_size();
   const absl::Time first = absl::Now();
   const absl::Duration deadline = AttemptDeadline(options_, frame);
   for (int attempt = 1;; ++attempt) {

@@ -45,6 +45,7 @@ class GrpcReplicaLink final : public ReplicaLink {
 
   void SetPeers(const std::vector<std::string>& addresses) override;
   void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) override;
+  void SendRows(int from, int to, std::vector<RowsReplica> rows, std::function<void(absl::Status)> done) override;
   void Renew(int to) override;
   // The server's view of the job's servers (common/replica_map.h): `ours`
   // gives its text for every call's metadata, `theirs` takes the text a
@@ -59,6 +60,7 @@ class GrpcReplicaLink final : public ReplicaLink {
     int from = 0;
     std::vector<ReplicaUpdate> updates;
     std::function<void(absl::Status)> done;
+    std::vector<RowsReplica> rows;
   };
 
  private:
@@ -71,6 +73,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   GrpcReplicaLink(const ReplicaLinkOptions& options, std::shared_ptr<grpc::ChannelCredentials> credentials)
       : options_(options), credentials_(std::move(credentials)) {}
   void Run(int to);
+  void Queue(int to, Item item);
   // One call with every item taken (their slots move into it); retried as
   // the class comment says.
   absl::Status Deliver(Peer& peer, int to, std::vector<Item>& items);

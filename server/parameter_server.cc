@@ -42,7 +42,7 @@ void ParameterServerImpl::InstallKeys(KeyMap map) {
   table_ = std::make_unique<KeyTable>(std::move(map), options_.server_id, optimizer_->NumSlots(),
                                       options_.job.num_workers, HeldPrimaries());
   job_layout_hash_ = LayoutHash(table_->map().layout());
-  sparse_.Install(table_->map().layout().tables);
+  for (SparseStore* rows : RowStores()) rows->Install(table_->map().layout().tables);
   initialized_ = true;
 }
 
@@ -121,10 +121,11 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
   }
   absl::StatusOr<KeyMap> map = KeyMap::Build(layout, options_.job.num_servers, options_.job.partition_bytes);
   if (!map.ok()) return Refuse(map.status());
-  if (Replicating() && !layout.tables.empty()) {
+  if (Replicating() && !layout.tables.empty() && options_.job.mode != Mode::kSync) {
     return Refuse(absl::FailedPreconditionError(absl::StrCat(
         "Init refused: the layout has ", layout.tables.size(), " sparse tables, which --replicas=",
-        options_.job.replicas, " does not copy yet; run the job with --replicas=1")));
+        options_.job.replicas, " copies in sync mode only so far; run this ", ModeName(options_.job.mode),
+        " job with --replicas=1")));
   }
   const std::vector<int> held = HeldPrimaries();
   absl::flat_hash_map<ChunkKey, const ChunkPayload*> given;

@@ -236,6 +236,9 @@ class ParameterServer {
   // has taken over `from`'s keys; NOT_FOUND or INVALID_ARGUMENT for a key it
   // does not hold for `from` or of the wrong size; UNAVAILABLE before Init.
   virtual absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) = 0;
+  // The same for rows of sparse tables (RowsReplica, sync): installed in
+  // this server's copy of their primary's part.
+  virtual absl::Status ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) = 0;
 
   // Fails all waiting pulls with UNAVAILABLE and refuses new pushes and
   // pulls; writes a final checkpoint when configured. Idempotent.

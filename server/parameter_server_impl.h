@@ -64,6 +64,7 @@ class ParameterServerImpl final : public ParameterServer {
   absl::Status Rejoin() override;
   std::vector<std::string> Peers() const override;
   absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) override;
+  absl::Status ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) override;
   void Shutdown() override;
 
  private:
@@ -145,6 +146,22 @@ class ParameterServerImpl final : public ParameterServer {
   void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   int64_t UnderReplicatedKeys() const;
 
+  // Rows (parameter_server_rows.cc): the options of the store of `primary`'s
+  // rows (this server's own, or a copy it keeps with --replicas > 1).
+  SparseStoreOptions RowStoreOptions(int primary);
+  // The store a request's parts name (one primary for all), if this server
+  // serves those rows now: UNAVAILABLE when another does (a failover, a
+  // step-down), INVALID_ARGUMENT when this server holds no copy of them.
+  absl::StatusOr<SparseStore*> RowStoreFor(const std::vector<SparseStore::Part>& parts);
+  // Every store of rows: this server's own first.
+  std::vector<SparseStore*> RowStores();
+  // Queues a sync step's rows of `primary` for the next copy (the store's
+  // on_step_applied); FlushReplicas sends them.
+  void QueueRowsReplica(RowsReplica rows);
+  // Sends rows queued by QueueRowsReplica (FlushReplicas).
+  void FlushRows(std::vector<RowsReplica> rows);
+  void OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status);
+
   // Constant after construction.
   const ServerOptions options_;
   Clock* const clock_;
@@ -156,6 +173,8 @@ class ParameterServerImpl final : public ParameterServer {
   ShardCheckpointer checkpointer_;
   PullWaiters waiters_;
   SparseStore sparse_;  // the layout's sparse tables (installed with the keys)
+  // --replicas > 1: the rows of the servers this one backs up, by primary.
+  std::map<int, std::unique_ptr<SparseStore>> backup_rows_;
 
   // Held shared by every request and tick, exclusively by a rewind, which
   // replaces every key's state and every session at once.
@@ -195,6 +214,7 @@ class ParameterServerImpl final : public ParameterServer {
   std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);
   absl::Mutex replicas_mu_;
   std::vector<ReplicaUpdate> outgoing_ ABSL_GUARDED_BY(replicas_mu_);
+  std::vector<RowsReplica> outgoing_rows_ ABSL_GUARDED_BY(replicas_mu_);
   std::atomic<int64_t> replica_keys_sent_{0}, replica_keys_installed_{0}, replica_bytes_sent_{0};
 
   std::atomic<bool> shut_down_{false};

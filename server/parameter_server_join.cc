@@ -35,6 +35,11 @@ JoinInfo ParameterServerImpl::AnswerJoin(int from) {
 
 absl::Status ParameterServerImpl::BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) {
   if (!Replicating()) return absl::FailedPreconditionError("--join needs --replicas > 1");
+  if (!layout.tables.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job's layout has ", layout.tables.size(), " sparse tables, whose rows are not copied to a joining "
+        "server yet: restart the job from its checkpoints instead"));
+  }
   absl::StatusOr<KeyMap> map = KeyMap::Build(layout, options_.job.num_servers, options_.job.partition_bytes);
   if (!map.ok()) return map.status();
   const int self = options_.server_id;
@@ -64,6 +69,10 @@ absl::Status ParameterServerImpl::Rejoin() {
     absl::WriterMutexLock state(&rewind_mu_);
     if (!Replicating() || !initialized_ || !View().Failed(self)) {
       return absl::FailedPreconditionError(absl::StrCat("server ", self, " has not stepped down: nothing to rejoin"));
+    }
+    if (!table_->map().layout().tables.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "server ", self, " stepped down, but the rows of sparse tables are not copied to a joining server yet"));
     }
     joined = AwaitCopies(ServerView());
   }

@@ -14,21 +14,6 @@
 namespace shardps {
 namespace {
 
-SparseStoreOptions SparseOptions(const ServerOptions& o, Membership* membership) {
-  SparseStoreOptions s;
-  s.mode = o.job.mode;
-  s.staleness = o.job.staleness;
-  s.num_workers = o.job.num_workers;
-  s.server_id = o.server_id;
-  s.num_servers = o.job.num_servers;
-  s.row_ttl_steps = o.row_ttl_steps;
-  s.row_admit_count = o.row_admit_count;
-  s.async_lr_scaling = o.async_lr_scaling;
-  s.required_for_step = [membership](int64_t step) { return membership->RequiredForStep(step); };
-  s.min_live_clock = [membership] { return membership->MinLiveClock(); };
-  return s;
-}
-
 // The optimizer's options with the job's updates per step (server/optimizer.h).
 OptimizerOptions PerUpdate(const ServerOptions& o) {
   OptimizerOptions opt = o.optimizer;
@@ -81,9 +66,14 @@ ParameterServerImpl::ParameterServerImpl(const ServerOptions& options, Clock* cl
       membership_(options.job.num_workers, options.worker_timeout, options.pause_threshold, clock),
       sync_(options.job.num_workers, &membership_, [this](KeyState& k, const float* mean) { Apply(k, mean); }),
       checkpointer_(options, std::move(store), &membership_, clock),
-      sparse_(SparseOptions(options, &membership_)),
+      sparse_(RowStoreOptions(options.server_id)),
       clocks_(options.job.num_workers, &membership_) {
-  if (options.job.replicas > 1) replicas_ = *ReplicaMap::Build(options.job.num_servers, options.job.replicas);
+  if (options.job.replicas > 1) {
+    replicas_ = *ReplicaMap::Build(options.job.num_servers, options.job.replicas);
+    for (int primary : replicas_->PrimariesHeldBy(options.server_id)) {
+      if (primary != options.server_id) backup_rows_[primary] = std::make_unique<SparseStore>(RowStoreOptions(primary));
+    }
+  }
   checkpointer_.CaptureTablesWith([this](int64_t step) { sparse_.ArmCapture(step); },
                                   [this](int64_t step) { return sparse_.CaptureAt(step); },
                                   [this] { return sparse_.MinVersion(); });
@@ -167,8 +157,8 @@ void ParameterServerImpl::Tick() {
     CompleteReadySyncSteps();
     if (initialized_) WakeReadyPulls();
   }
+  for (SparseStore* rows : RowStores()) rows->Tick(clock_->Now());
   if (initialized_) FlushReplicas();
-  sparse_.Tick(clock_->Now());
   for (PendingPull& p : waiters_.TakeExpired(clock_->Now())) {
     refused_.fetch_add(1);
     p.done(absl::DeadlineExceededError(absl::StrCat("pull for step ", p.step, " by worker ", p.rank,
@@ -255,7 +245,7 @@ void ParameterServerImpl::Shutdown() {
     waiting = waiters_.TakeAll();
   }
   for (PendingPull& p : waiting) p.done(absl::UnavailableError("server is shutting down"));
-  sparse_.Shutdown();
+  for (SparseStore* rows : RowStores()) rows->Shutdown();
   if (!checkpointer_.enabled() || !options_.checkpoint_on_shutdown || !initialized_ || awaiting_rewind_) return;
   absl::ReaderMutexLock state(&rewind_mu_);
   absl::StatusOr<std::string> path = checkpointer_.WriteNow(timeline_);

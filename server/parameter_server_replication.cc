@@ -72,10 +72,13 @@ void ParameterServerImpl::QueueReplica(KeyState& k) {
 void ParameterServerImpl::FlushReplicas() {
   if (!Replicating() || options_.replica_link == nullptr) return;
   std::vector<ReplicaUpdate> updates;
+  std::vector<RowsReplica> rows;
   {
     absl::MutexLock lock(&replicas_mu_);
     updates.swap(outgoing_);
+    rows.swap(outgoing_rows_);
   }
+  FlushRows(std::move(rows));
   if (updates.empty()) return;
   // Grouped by the copy they go to (one per primary this server serves).
   std::map<int, std::vector<ReplicaUpdate>> by_copy;
@@ -96,6 +99,26 @@ void ParameterServerImpl::FlushReplicas() {
                                 [this, to = to, sent = std::move(sent)](absl::Status status) {
                                   OnReplicaSent(to, sent, status);
                                 });
+  }
+}
+
+void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows) {
+  if (rows.empty()) return;
+  const ServerView view = View();
+  std::map<int, std::vector<RowsReplica>> by_copy;
+  for (RowsReplica& r : rows) {
+    const int to = replicas_->NextCopy(r.primary, options_.server_id, view);
+    if (to < 0) continue;
+    replica_bytes_sent_.fetch_add(r.Bytes());
+    by_copy[to].push_back(std::move(r));
+  }
+  for (auto& [to, group] : by_copy) {
+    std::vector<RowsReplica> sent;  // what the acknowledgement confirms
+    for (const RowsReplica& r : group) sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr});
+    options_.replica_link->SendRows(options_.server_id, to, std::move(group),
+                                    [this, to = to, sent = std::move(sent)](absl::Status status) {
+                                      OnRowsSent(to, sent, status);
+                                    });
   }
 }
 
@@ -163,6 +186,7 @@ void ParameterServerImpl::NoteView(const ServerView& view) {
   absl::ReaderMutexLock state(&rewind_mu_);
   CompleteReadySyncSteps();
   WakeReadyPulls();  // pulls that waited for a failed copy's acknowledgement
+  for (SparseStore* rows : RowStores()) rows->WakeReady();
 }
 
 void ParameterServerImpl::InstallReplica(KeyState& k, const ReplicaUpdate& u) {

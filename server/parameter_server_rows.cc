@@ -1,33 +1,107 @@
 // ParameterServerImpl: pushes and pulls of sparse tables' rows, admitted as
 // the dense ones are (session, initialised, not awaiting a rewind) and
-// counted in the same totals. The tables themselves are server/sparse/.
+// counted in the same totals, and their replication (--replicas > 1, sync):
+// a server keeps a store of its own rows and one of each server it backs
+// up; after a sync step it forwards the rows the step touched, with their
+// slots, to their next copy, and a pull of that version waits for its
+// acknowledgement, as keys do (parameter_server_replication.cc). Once a
+// primary has failed, workers send its rows to its backup, naming it
+// (RowsPart.primary). The tables themselves are server/sparse/.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "server/parameter_server_impl.h"
+#include "spdlog/spdlog.h"
 
 namespace shardps {
 
+SparseStoreOptions ParameterServerImpl::RowStoreOptions(int primary) {
+  const ServerOptions& o = options_;
+  SparseStoreOptions s;
+  s.mode = o.job.mode;
+  s.staleness = o.job.staleness;
+  s.num_workers = o.job.num_workers;
+  s.server_id = primary;
+  s.num_servers = o.job.num_servers;
+  s.row_ttl_steps = o.row_ttl_steps;
+  s.row_admit_count = o.row_admit_count;
+  s.async_lr_scaling = o.async_lr_scaling;
+  Membership* membership = &membership_;
+  s.required_for_step = [membership](int64_t step) { return membership->RequiredForStep(step); };
+  s.min_live_clock = [membership] { return membership->MinLiveClock(); };
+  if (o.job.replicas > 1 && o.job.mode == Mode::kSync && o.replica_link != nullptr) {
+    s.on_step_applied = [this, primary](uint32_t table, int64_t version,
+                                        std::shared_ptr<const std::vector<int64_t>> ids,
+                                        std::shared_ptr<const std::vector<float>> values, int row_floats) {
+      QueueRowsReplica(RowsReplica{primary, table, version, row_floats, std::move(ids), std::move(values)});
+    };
+    // Sync: a joining copy too, as GateCopy says for keys.
+    s.pulls_wait_for_copy = [this, primary] {
+      return replicas_->NextCopy(primary, options_.server_id, View(), /*with_joining=*/true) >= 0;
+    };
+  }
+  return s;
+}
+
+std::vector<SparseStore*> ParameterServerImpl::RowStores() {
+  std::vector<SparseStore*> out{&sparse_};
+  for (auto& [primary, store] : backup_rows_) out.push_back(store.get());
+  return out;
+}
+
+absl::StatusOr<SparseStore*> ParameterServerImpl::RowStoreFor(const std::vector<SparseStore::Part>& parts) {
+  const int self = options_.server_id;
+  const int primary = parts.empty() || parts[0].primary < 0 ? self : parts[0].primary;
+  for (const SparseStore::Part& p : parts) {
+    if ((p.primary < 0 ? self : p.primary) != primary) {
+      return absl::InvalidArgumentError("the parts of a request of rows name different primaries");
+    }
+  }
+  SparseStore* store = &sparse_;
+  if (primary != self) {
+    auto it = backup_rows_.find(primary);
+    if (it == backup_rows_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("server ", self, " holds no copy of the rows of server ", primary));
+    }
+    store = it->second.get();
+  }
+  if (!Replicating()) return store;
+  const ServerView view = View();
+  const int serving = replicas_->Serving(primary, view);
+  if (serving != self) {
+    return absl::UnavailableError(absl::StrCat("server ", self, " does not serve the rows of server ", primary,
+                                               " now; server ", serving, " does (servers ", view.DebugString(), ")"));
+  }
+  return store;
+}
+
 absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::PushRows(
     uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, const RowPayload& grads) {
-  absl::ReaderMutexLock state(&rewind_mu_);
-  absl::StatusOr<int> rank = AdmitTraffic(session, "push of rows");
-  if (!rank.ok()) return rank.status();
-  if (step < 0) return Refuse(absl::InvalidArgumentError(absl::StrCat("push step is ", step, "; want >= 0")));
-  const absl::Time start = clock_->Now();
-  absl::StatusOr<std::vector<wire::PushOutcome>> outcomes = sparse_.PushParts(*rank, step, parts, grads);
-  if (!outcomes.ok()) return Refuse(outcomes.status());
-  const bool applied = std::any_of(outcomes->begin(), outcomes->end(),
-                                   [](wire::PushOutcome o) { return o != wire::PUSH_DUPLICATE; });
-  if (options_.job.mode != Mode::kSync && table_->size() == 0 && applied) {
-    // A server of rows and no dense keys: a worker's push of rows for a
-    // step finishes that step here (its clock, for ssp and checkpoints).
-    membership_.AdvanceClock(*rank, step + 1);
-    sparse_.WakeReady();
+  absl::StatusOr<std::vector<wire::PushOutcome>> outcomes;
+  {
+    absl::ReaderMutexLock state(&rewind_mu_);
+    absl::StatusOr<int> rank = AdmitTraffic(session, "push of rows");
+    if (!rank.ok()) return rank.status();
+    if (step < 0) return Refuse(absl::InvalidArgumentError(absl::StrCat("push step is ", step, "; want >= 0")));
+    absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
+    if (!store.ok()) return Refuse(store.status());
+    const absl::Time start = clock_->Now();
+    outcomes = (*store)->PushParts(*rank, step, parts, grads);
+    if (!outcomes.ok()) return Refuse(outcomes.status());
+    const bool applied = std::any_of(outcomes->begin(), outcomes->end(),
+                                     [](wire::PushOutcome o) { return o != wire::PUSH_DUPLICATE; });
+    if (options_.job.mode != Mode::kSync && table_->size() == 0 && applied) {
+      // A server of rows and no dense keys: a worker's push of rows for a
+      // step finishes that step here (its clock, for ssp and checkpoints).
+      membership_.AdvanceClock(*rank, step + 1);
+      sparse_.WakeReady();
+    }
+    pushes_.fetch_add(1);
+    bytes_pushed_.fetch_add(static_cast<int64_t>(grads.ids.size() + grads.rows.size()));
+    apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(clock_->Now() - start));
   }
-  pushes_.fetch_add(1);
-  bytes_pushed_.fetch_add(static_cast<int64_t>(grads.ids.size() + grads.rows.size()));
-  apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(clock_->Now() - start));
+  FlushReplicas();  // the rows of a step this push completed
   return outcomes;
 }
 
@@ -37,15 +111,67 @@ void ParameterServerImpl::PullRows(uint64_t session, int64_t step, const std::ve
   absl::StatusOr<int> rank = AdmitTraffic(session, "pull of rows");
   if (!rank.ok()) return done(rank.status());
   if (step < 0) return done(Refuse(absl::InvalidArgumentError(absl::StrCat("pull step is ", step, "; want >= 0"))));
+  absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
+  if (!store.ok()) return done(Refuse(store.status()));
   pulls_.fetch_add(1);
-  sparse_.PullParts(*rank, step, parts, ids, deadline,
-                    [this, done = std::move(done)](absl::StatusOr<std::vector<PulledRows>> rows) {
-                      if (!rows.ok()) return done(Refuse(rows.status()));
-                      for (const PulledRows& r : *rows) {
-                        bytes_pulled_.fetch_add(static_cast<int64_t>(r.rows.size() * sizeof(float)));
-                      }
-                      done(std::move(rows));
-                    });
+  (*store)->PullParts(*rank, step, parts, ids, deadline,
+                      [this, done = std::move(done)](absl::StatusOr<std::vector<PulledRows>> rows) {
+                        if (!rows.ok()) return done(Refuse(rows.status()));
+                        for (const PulledRows& r : *rows) {
+                          bytes_pulled_.fetch_add(static_cast<int64_t>(r.rows.size() * sizeof(float)));
+                        }
+                        done(std::move(rows));
+                      });
+}
+
+void ParameterServerImpl::QueueRowsReplica(RowsReplica rows) {
+  if (shut_down_) return;
+  if (replicas_->Serving(rows.primary, View()) != options_.server_id) return;
+  absl::MutexLock lock(&replicas_mu_);
+  outgoing_rows_.push_back(std::move(rows));
+}
+
+void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status) {
+  if (shut_down_) return;
+  if (status.ok()) {
+    for (const RowsReplica& r : sent) {
+      if (r.primary == options_.server_id) {
+        sparse_.NoteCopied(r.table, r.version);
+      } else if (auto it = backup_rows_.find(r.primary); it != backup_rows_.end()) {
+        it->second->NoteCopied(r.table, r.version);
+      }
+    }
+    return;
+  }
+  // As for keys (OnReplicaSent): the copy took over, or is taken for failed.
+  OnReplicaSent(to, {}, status);
+  for (SparseStore* rows : RowStores()) rows->WakeReady();  // pulls that waited for the failed copy
+}
+
+absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) {
+  if (shut_down_) return absl::UnavailableError("server is shutting down");
+  absl::ReaderMutexLock state(&rewind_mu_);
+  if (!Replicating()) {
+    return Refuse(absl::FailedPreconditionError(
+        absl::StrCat("server ", options_.server_id, " keeps no copies (--replicas=1); server ", from, " sent rows")));
+  }
+  if (!initialized_) {
+    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is not initialised yet"));
+  }
+  const ServerView view = View();
+  for (const RowsReplica& r : rows) {
+    auto it = backup_rows_.find(r.primary);
+    if (it == backup_rows_.end() || replicas_->Serving(r.primary, view) != from) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat("server ", from, " sent rows of server ", r.primary,
+                                                            ", which server ", options_.server_id,
+                                                            " does not back up for it")));
+    }
+    if (absl::Status installed = it->second->InstallCopy(r.table, r.version, *r.ids, *r.values, r.row_floats);
+        !installed.ok()) {
+      return Refuse(installed);
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace shardps

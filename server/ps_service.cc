@@ -100,6 +100,9 @@ absl::StatusOr<std::vector<float>> FloatsOf(const std::string& bytes, absl::stri
 }
 
 absl::StatusOr<wire::ReplicateResponse> Replicate(ParameterServer* core, const wire::ReplicateRequest& req) {
+  if (req.rows_size() > 0) {
+    return core->RecordRefused(absl::InvalidArgumentError("rows of sparse tables replicate in the raw framing only"));
+  }
   std::vector<ReplicaUpdate> updates;
   updates.reserve(req.keys_size());
   for (const wire::ReplicaKey& k : req.keys()) {

@@ -78,8 +78,18 @@ absl::StatusOr<std::vector<ReplicaUpdate>> RawReplicaUpdates(const wire::Replica
     }
     declared += values * 4 * (1 + k.raw_slots());
   }
+  constexpr int kMaxRowFloats = 1 << 16;
+  for (const wire::ReplicaRows& r : req.rows()) {
+    if (r.count() < 0 || r.row_floats() < 1 || r.row_floats() > kMaxRowFloats ||
+        r.count() > frame.remaining() / (8 + 4 * static_cast<int64_t>(r.row_floats()))) {
+      return absl::InvalidArgumentError(absl::StrCat("raw replica rows of table ", r.table(),
+                                                     " need count in [0, payload / row bytes] and row_floats in [1, ",
+                                                     kMaxRowFloats, "]"));
+    }
+    declared += r.count() * (8 + 4 * static_cast<int64_t>(r.row_floats()));
+  }
   if (declared != frame.remaining()) {
-    return absl::InvalidArgumentError(absl::StrCat("raw replicate: keys declare ", declared,
+    return absl::InvalidArgumentError(absl::StrCat("raw replicate: keys and rows declare ", declared,
                                                    " payload bytes; the frame carries ", frame.remaining()));
   }
   std::vector<ReplicaUpdate> updates;
@@ -99,6 +109,22 @@ absl::StatusOr<std::vector<ReplicaUpdate>> RawReplicaUpdates(const wire::Replica
   return updates;
 }
 
+// The rows a raw Replicate frame carries after its keys (RawReplicaUpdates
+// has checked their sizes against the frame).
+std::vector<RowsReplica> RawReplicaRows(const wire::ReplicateRequest& req, FrameReader& frame) {
+  std::vector<RowsReplica> rows;
+  rows.reserve(req.rows_size());
+  for (const wire::ReplicaRows& r : req.rows()) {
+    const size_t n = static_cast<size_t>(r.count());
+    auto ids = std::make_shared<std::vector<int64_t>>(n);
+    frame.CopyNext(n * 8, reinterpret_cast<char*>(ids->data()));
+    auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(r.row_floats()));
+    frame.CopyNext(values->size() * 4, reinterpret_cast<char*>(values->data()));
+    rows.push_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(), std::move(ids), std::move(values)});
+  }
+  return rows;
+}
+
 // A primary's keys for the backup, in the raw framing (server/grpc_replica_link.h).
 class ReplicateReactor final : public UnaryReactor {
  public:
@@ -111,7 +137,9 @@ class ReplicateReactor final : public UnaryReactor {
     if (!frame.ok()) return Refuse(frame.status());
     absl::StatusOr<std::vector<ReplicaUpdate>> updates = RawReplicaUpdates(req, **frame);
     if (!updates.ok()) return Refuse(updates.status());
-    const absl::Status applied = core_->ApplyReplica(req.from_server(), *updates);  // counts its own refusals
+    const std::vector<RowsReplica> rows = RawReplicaRows(req, **frame);
+    absl::Status applied = core_->ApplyReplica(req.from_server(), *updates);  // counts its own refusals
+    if (applied.ok() && !rows.empty()) applied = core_->ApplyRowsReplica(req.from_server(), rows);
     if (!applied.ok()) return Reply(applied);
     Reply(absl::OkStatus(), MessageBuffer(wire::ReplicateResponse()));
   }

@@ -35,6 +35,19 @@ struct ReplicaUpdate {
   }
 };
 
+// A sparse table's rows as their primary left them after a sync step (the
+// rows the step touched): the backup installs them whole, rows and slots.
+struct RowsReplica {
+  int primary = 0;  // whose rows (common/table_spec.h RowServer)
+  uint32_t table = 0;
+  int64_t version = 0;  // of the primary's part of the table, after the step
+  int row_floats = 0;   // the table's dim and slot floats
+  std::shared_ptr<const std::vector<int64_t>> ids;
+  std::shared_ptr<const std::vector<float>> values;  // ids->size() * row_floats
+
+  int64_t Bytes() const { return static_cast<int64_t>(ids->size() * 8 + values->size() * 4); }
+};
+
 class ReplicaLink {
  public:
   virtual ~ReplicaLink() = default;
@@ -47,6 +60,8 @@ class ReplicaLink {
   // keys over (the sender must step down); UNAVAILABLE when `to` did not
   // answer within the failover timeout (it is taken for failed).
   virtual void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) = 0;
+  // The same for rows of sparse tables, in order with the keys sent to `to`.
+  virtual void SendRows(int from, int to, std::vector<RowsReplica> rows, std::function<void(absl::Status)> done) = 0;
   // Server `to` came back (it joins the job): connect to it afresh rather
   // than wait out a connection backoff from when it was down.
   virtual void Renew(int to) { (void)to; }

@@ -24,7 +24,7 @@ std::vector<SparseStore::Part> PartsOf(const google::protobuf::RepeatedPtrField<
   std::vector<SparseStore::Part> out;
   if (parts.empty()) return {{table, id_bytes / sizeof(int64_t)}};
   out.reserve(parts.size());
-  for (const wire::RowsPart& p : parts) out.push_back({p.table(), p.ids()});
+  for (const wire::RowsPart& p : parts) out.push_back({p.table(), p.ids(), p.has_primary() ? p.primary() : -1});
   return out;
 }
 

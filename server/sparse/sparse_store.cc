@@ -23,6 +23,7 @@ void SparseStore::Install(const std::vector<TableSpec>& tables) {
   if (!tables_.empty()) return;
   for (const TableSpec& spec : tables) {
     tables_.push_back(std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count));
+    tables_.back()->index = static_cast<uint32_t>(tables_.size() - 1);
   }
 }
 
@@ -184,8 +185,8 @@ bool SparseStore::CompleteIfReady(TableState& t) {
     TableState::RowGrads& only = **std::find_if(pending.begin(), pending.end(), [](auto& g) { return g.has_value(); });
     if (std::adjacent_find(only.ids.begin(), only.ids.end(), std::greater_equal<int64_t>()) == only.ids.end()) {
       t.table.Apply(only.ids.data(), only.ids.size(), only.grads.data(), scale);
+      FinishStep(t, step, only.ids.data(), only.ids.size());
       t.pending.erase(at_step);
-      FinishStep(t, step);
       return true;
     }
   }
@@ -214,22 +215,34 @@ bool SparseStore::CompleteIfReady(TableState& t) {
   }
   t.pending.erase(at_step);
   t.table.Apply(ids.data(), ids.size(), sums.data(), scale);
-  FinishStep(t, step);
+  FinishStep(t, step, ids.data(), ids.size());
   return true;
 }
 
-void SparseStore::FinishStep(TableState& t, int64_t step) {
+void SparseStore::FinishStep(TableState& t, int64_t step, const int64_t* ids, size_t n) {
   t.version.store(step + 1);
   if (t.capture_at == step + 1) {
     t.captured = Snapshot(t);
     t.capture_at = -1;
   }
+  if (options_.on_step_applied) {
+    const int row_floats = t.table.dim() + t.table.slot_floats();
+    auto copy_ids = std::make_shared<std::vector<int64_t>>(ids, ids + n);
+    auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(row_floats));
+    t.table.Export(ids, n, values->data());
+    options_.on_step_applied(t.index, step + 1, std::move(copy_ids), std::move(values), row_floats);
+  }
 }
 
 bool SparseStore::Ready(const WaitingPull& pull) const {
   switch (options_.mode) {
-    case Mode::kSync:
-      return tables_[pull.table]->version.load() >= pull.step;
+    case Mode::kSync: {
+      // With a copy to wait for: no pull reads a version it lacks.
+      const TableState& t = *tables_[pull.table];
+      const int64_t version = t.version.load();
+      return version >= pull.step &&
+             (!options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy());
+    }
     case Mode::kSsp:
       return options_.min_live_clock() >= pull.step - options_.staleness;
     case Mode::kAsync:

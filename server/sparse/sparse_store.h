@@ -84,6 +84,14 @@ struct SparseStoreOptions {
   std::function<std::vector<bool>(int64_t step)> required_for_step;
   // The slowest live worker's clock (Membership::MinLiveClock), for ssp.
   std::function<int64_t()> min_live_clock;
+  // Replication (--replicas > 1, sync): a step's touched rows as it
+  // completes, each row's dim values then its slots (called with the
+  // table's lock held: it may only queue them); and whether pulls wait for
+  // the next copy to have acknowledged the table's version (NoteCopied).
+  std::function<void(uint32_t table, int64_t version, std::shared_ptr<const std::vector<int64_t>> ids,
+                     std::shared_ptr<const std::vector<float>> values, int row_floats)>
+      on_step_applied;
+  std::function<bool()> pulls_wait_for_copy;
 };
 
 class SparseStore {
@@ -108,6 +116,7 @@ class SparseStore {
   struct Part {
     uint32_t table = 0;
     uint64_t n = 0;
+    int primary = -1;  // RowsPart.primary: whose rows (-1: the receiver's own)
   };
   using PartsDone = std::function<void(absl::StatusOr<std::vector<PulledRows>>)>;
   // Every part is decoded and checked before any is applied: a bad part
@@ -127,6 +136,16 @@ class SparseStore {
   void Tick(absl::Time now);
   // Answers pulls that became ready (ssp: a worker's clock moved).
   void WakeReady();
+  // Replication: the next copy holds `table` at `version` (sync pulls may
+  // now read it).
+  void NoteCopied(uint32_t table, int64_t version);
+  // The copy's side: rows as their primary left them at `version` (values
+  // as on_step_applied gives them), installed whole; the table's version
+  // becomes `version` if that is newer, and every rank's pushes before it
+  // count as done (a push of those steps sent again is a duplicate).
+  // INVALID_ARGUMENT for an unknown table or a row size not the table's.
+  absl::Status InstallCopy(uint32_t table, int64_t version, const std::vector<int64_t>& ids,
+                           const std::vector<float>& values, int row_floats);
   void Shutdown();
 
   std::vector<SparseTableStats> Stats() const;
@@ -189,8 +208,9 @@ class SparseStore {
   bool CompleteReadySteps(TableState& t);
   // The same for the table's current step alone.
   bool CompleteIfReady(TableState& t);
-  // The table's version past `step`, applied (and captured when asked).
-  void FinishStep(TableState& t, int64_t step);
+  // The table's version past `step`, applied to rows `ids` (and captured
+  // and replicated when asked).
+  void FinishStep(TableState& t, int64_t step, const int64_t* ids, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   bool Ready(const WaitingPull& pull) const;
   static TableSnapshot Snapshot(TableState& t);
   // A request named `step`: rows it touches are touched at the largest

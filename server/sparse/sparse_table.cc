@@ -159,6 +159,19 @@ void SparseTable::Put(int64_t id, const float* row, const float* slots) {
   std::memcpy(dst + spec_.dim, slots, slots_ * sizeof(float));
 }
 
+void SparseTable::Export(const int64_t* ids, size_t n, float* out) {
+  const size_t dim = static_cast<size_t>(spec_.dim);
+  ForRows(ids, n, /*pushed=*/false, [&](const float* row, size_t i) {
+    float* dst = out + i * stride_;
+    if (row != nullptr) {
+      std::memcpy(dst, row, stride_ * sizeof(float));
+    } else {
+      InitialRow(spec_, ids[i], dst);
+      std::memset(dst + dim, 0, slots_ * sizeof(float));
+    }
+  });
+}
+
 int64_t SparseTable::bytes() const {
   int64_t total = 0;
   for (const Stripe& s : stripes_) {

@@ -54,6 +54,9 @@ class SparseTable {
   // while it is visited); and a row put back as it was.
   void ForEach(const std::function<void(int64_t id, const float* row, const float* slots)>& fn);
   void Put(int64_t id, const float* row, const float* slots);
+  // The rows of `ids`, each as dim values then its slots (a row not yet
+  // admitted reads as its initial value with zero slots).
+  void Export(const int64_t* ids, size_t n, float* out);
 
   // Eviction (--row_ttl_steps): rows read, updated, created or put back
   // from now on are touched at `step`; Evict() drops the rows last touched

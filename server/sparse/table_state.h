@@ -47,8 +47,10 @@ struct SparseStore::TableState {
   };
 
   SparseTable table;
+  uint32_t index = 0;  // in the layout's tables
   absl::Mutex mu;
   std::atomic<int64_t> version{0};  // sync: steps applied; async, ssp: pushes applied
+  std::atomic<int64_t> copied{0};   // replication: the version the next copy has acknowledged
   const int num_workers;
   // sync: the gradients pushed so far, by step and rank, for step `version`
   // and up to kSyncStepsAhead steps after it. A worker can push a table

@@ -1,0 +1,45 @@
+// SparseStore: replication's side (--replicas > 1, sync). The primary's
+// store hands each completed step's rows to its server (FinishStep,
+// SparseStoreOptions.on_step_applied), which forwards them to the next copy
+// (server/parameter_server_rows.cc); here the acknowledgement that lets
+// pulls read that version, and the copy's install of the rows it receives.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "server/sparse/sparse_store.h"
+#include "server/sparse/table_state.h"
+
+namespace shardps {
+
+void SparseStore::NoteCopied(uint32_t table, int64_t version) {
+  absl::StatusOr<TableState*> t = TableAt(table);
+  if (!t.ok()) return;
+  for (int64_t seen = (*t)->copied.load(); version > seen && !(*t)->copied.compare_exchange_weak(seen, version);) {
+  }
+  WakeReady();
+}
+
+absl::Status SparseStore::InstallCopy(uint32_t table, int64_t version, const std::vector<int64_t>& ids,
+                                      const std::vector<float>& values, int row_floats) {
+  absl::StatusOr<TableState*> found = TableAt(table);
+  if (!found.ok()) return absl::InvalidArgumentError(found.status().message());
+  TableState& t = **found;
+  const int want = t.table.dim() + t.table.slot_floats();
+  if (row_floats != want || values.size() != ids.size() * static_cast<size_t>(want)) {
+    return absl::InvalidArgumentError(absl::StrCat("copy of table '", t.table.spec().name, "' rows: ", row_floats,
+                                                   " floats a row; the table's rows have ", want));
+  }
+  absl::MutexLock lock(&t.mu);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* row = values.data() + i * static_cast<size_t>(want);
+    t.table.Put(ids[i], row, row + t.table.dim());
+  }
+  if (version > t.version.load()) {
+    t.version.store(version);
+    for (int64_t& last : t.last_pushed) last = std::max(last, version - 1);
+    t.pending.erase(t.pending.begin(), t.pending.lower_bound(version));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardps
