@@ -8,7 +8,7 @@
 // the primaries by bytes, and so the chains balance what each server holds.
 // A sparse table's rows follow the same chains: a server's rows (those whose
 // id hashes to it, common/table_spec.h RowServer) have their copies on the
-// next servers (sync only: server/parameter_server_rows.cc).
+// next servers (server/parameter_server_rows.cc).
 //
 // Who serves a chain's keys follows the job's ServerView: each server's
 // standing (live, failed, or joining: re-filled from its peers after a

@@ -121,12 +121,6 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
   }
   absl::StatusOr<KeyMap> map = KeyMap::Build(layout, options_.job.num_servers, options_.job.partition_bytes);
   if (!map.ok()) return Refuse(map.status());
-  if (Replicating() && !layout.tables.empty() && options_.job.mode != Mode::kSync) {
-    return Refuse(absl::FailedPreconditionError(absl::StrCat(
-        "Init refused: the layout has ", layout.tables.size(), " sparse tables, which --replicas=",
-        options_.job.replicas, " copies in sync mode only so far; run this ", ModeName(options_.job.mode),
-        " job with --replicas=1")));
-  }
   const std::vector<int> held = HeldPrimaries();
   absl::flat_hash_map<ChunkKey, const ChunkPayload*> given;
   for (const ChunkPayload& c : chunks) {
@@ -208,7 +202,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     if (!outcome.ok()) return RefusePush(*rank, step, outcome.status());
     outcomes.push_back(*outcome);
     if (*outcome != wire::PUSH_DUPLICATE) {
-      clocks_.NotePushed(*rank, step, table_->size());
+      clocks_.NotePushed(*rank, step, ServedKeys());
       bytes_pushed_.fetch_add(PayloadBytes(chunks[i].pieces));
       applied_any = true;
     }

@@ -145,6 +145,11 @@ class ParameterServerImpl final : public ParameterServer {
   void OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status);
   void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   int64_t UnderReplicatedKeys() const;
+  // How many keys this server serves now: a worker's ssp or async step is
+  // finished here once it has pushed them all (WorkerClocks). With
+  // --replicas > 1 not the keys it holds (it backs some up), and more after
+  // a failover; counted again when the view changes.
+  size_t ServedKeys();
 
   // Rows (parameter_server_rows.cc): the options of the store of `primary`'s
   // rows (this server's own, or a copy it keeps with --replicas > 1).
@@ -212,9 +217,13 @@ class ParameterServerImpl final : public ParameterServer {
   std::atomic<int64_t> keys_to_copy_{0};
   mutable absl::Mutex peers_mu_;
   std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);
+  absl::Mutex served_mu_;
+  std::optional<ServerView> served_view_ ABSL_GUARDED_BY(served_mu_);  // the view served_keys_ was counted in
+  size_t served_keys_ ABSL_GUARDED_BY(served_mu_) = 0;
   absl::Mutex replicas_mu_;
   std::vector<ReplicaUpdate> outgoing_ ABSL_GUARDED_BY(replicas_mu_);
   std::vector<RowsReplica> outgoing_rows_ ABSL_GUARDED_BY(replicas_mu_);
+  absl::Mutex rows_flush_mu_;  // held from taking outgoing_rows_ until the link has them
   std::atomic<int64_t> replica_keys_sent_{0}, replica_keys_installed_{0}, replica_bytes_sent_{0};
 
   std::atomic<bool> shut_down_{false};

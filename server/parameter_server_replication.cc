@@ -71,14 +71,22 @@ void ParameterServerImpl::QueueReplica(KeyState& k) {
 
 void ParameterServerImpl::FlushReplicas() {
   if (!Replicating() || options_.replica_link == nullptr) return;
+  {
+    // Rows reach the link in the order they were queued: a copy installs
+    // each update's rows whole, so an older one must not land after a newer.
+    absl::MutexLock order(&rows_flush_mu_);
+    std::vector<RowsReplica> rows;
+    {
+      absl::MutexLock lock(&replicas_mu_);
+      rows.swap(outgoing_rows_);
+    }
+    FlushRows(std::move(rows));
+  }
   std::vector<ReplicaUpdate> updates;
-  std::vector<RowsReplica> rows;
   {
     absl::MutexLock lock(&replicas_mu_);
     updates.swap(outgoing_);
-    rows.swap(outgoing_rows_);
   }
-  FlushRows(std::move(rows));
   if (updates.empty()) return;
   // Grouped by the copy they go to (one per primary this server serves).
   std::map<int, std::vector<ReplicaUpdate>> by_copy;
@@ -114,7 +122,7 @@ void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows) {
   }
   for (auto& [to, group] : by_copy) {
     std::vector<RowsReplica> sent;  // what the acknowledgement confirms
-    for (const RowsReplica& r : group) sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr});
+    for (const RowsReplica& r : group) sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr, {}});
     options_.replica_link->SendRows(options_.server_id, to, std::move(group),
                                     [this, to = to, sent = std::move(sent)](absl::Status status) {
                                       OnRowsSent(to, sent, status);
@@ -263,6 +271,18 @@ void ParameterServerImpl::NotePeers(const std::vector<std::string>& addresses) {
     absl::MutexLock lock(&peers_mu_);
     if (peers_.empty()) peers_ = addresses;
   }
+}
+
+size_t ParameterServerImpl::ServedKeys() {
+  if (!Replicating()) return table_->size();
+  const ServerView view = View();
+  absl::MutexLock lock(&served_mu_);
+  if (!served_view_.has_value() || !(*served_view_ == view)) {
+    served_keys_ = 0;
+    for (size_t i = 0; i < table_->size(); ++i) served_keys_ += CheckServing(table_->key(i)).ok() ? 1 : 0;
+    served_view_ = view;
+  }
+  return served_keys_;
 }
 
 int64_t ParameterServerImpl::UnderReplicatedKeys() const {

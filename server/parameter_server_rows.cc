@@ -29,15 +29,12 @@ SparseStoreOptions ParameterServerImpl::RowStoreOptions(int primary) {
   Membership* membership = &membership_;
   s.required_for_step = [membership](int64_t step) { return membership->RequiredForStep(step); };
   s.min_live_clock = [membership] { return membership->MinLiveClock(); };
-  if (o.job.replicas > 1 && o.job.mode == Mode::kSync && o.replica_link != nullptr) {
-    s.on_step_applied = [this, primary](uint32_t table, int64_t version,
-                                        std::shared_ptr<const std::vector<int64_t>> ids,
-                                        std::shared_ptr<const std::vector<float>> values, int row_floats) {
-      QueueRowsReplica(RowsReplica{primary, table, version, row_floats, std::move(ids), std::move(values)});
-    };
-    // Sync: a joining copy too, as GateCopy says for keys.
-    s.pulls_wait_for_copy = [this, primary] {
-      return replicas_->NextCopy(primary, options_.server_id, View(), /*with_joining=*/true) >= 0;
+  if (o.job.replicas > 1 && o.replica_link != nullptr) {
+    s.on_step_applied = [this](RowsReplica rows) { QueueRowsReplica(std::move(rows)); };
+    // As GateCopy says for keys: sync waits for a joining copy too.
+    const bool with_joining = o.job.mode == Mode::kSync;
+    s.pulls_wait_for_copy = [this, primary, with_joining] {
+      return replicas_->NextCopy(primary, options_.server_id, View(), with_joining) >= 0;
     };
   }
   return s;
@@ -91,7 +88,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::PushRows(
     if (!outcomes.ok()) return Refuse(outcomes.status());
     const bool applied = std::any_of(outcomes->begin(), outcomes->end(),
                                      [](wire::PushOutcome o) { return o != wire::PUSH_DUPLICATE; });
-    if (options_.job.mode != Mode::kSync && table_->size() == 0 && applied) {
+    if (options_.job.mode != Mode::kSync && ServedKeys() == 0 && applied) {
       // A server of rows and no dense keys: a worker's push of rows for a
       // step finishes that step here (its clock, for ssp and checkpoints).
       membership_.AdvanceClock(*rank, step + 1);
@@ -166,8 +163,7 @@ absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<R
                                                             ", which server ", options_.server_id,
                                                             " does not back up for it")));
     }
-    if (absl::Status installed = it->second->InstallCopy(r.table, r.version, *r.ids, *r.values, r.row_floats);
-        !installed.ok()) {
+    if (absl::Status installed = it->second->InstallCopy(r); !installed.ok()) {
       return Refuse(installed);
     }
   }

@@ -120,7 +120,8 @@ std::vector<RowsReplica> RawReplicaRows(const wire::ReplicateRequest& req, Frame
     frame.CopyNext(n * 8, reinterpret_cast<char*>(ids->data()));
     auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(r.row_floats()));
     frame.CopyNext(values->size() * 4, reinterpret_cast<char*>(values->data()));
-    rows.push_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(), std::move(ids), std::move(values)});
+    rows.push_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(), std::move(ids), std::move(values),
+                               {r.last_pushed_step().begin(), r.last_pushed_step().end()}});
   }
   return rows;
 }

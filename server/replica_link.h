@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "common/key_partition.h"
+#include "server/sparse/rows_replica.h"
 
 namespace shardps {
 
@@ -33,19 +34,6 @@ struct ReplicaUpdate {
   int64_t Bytes() const {
     return static_cast<int64_t>(weights->size()) * 4 * (1 + static_cast<int64_t>(slots.size()));
   }
-};
-
-// A sparse table's rows as their primary left them after a sync step (the
-// rows the step touched): the backup installs them whole, rows and slots.
-struct RowsReplica {
-  int primary = 0;  // whose rows (common/table_spec.h RowServer)
-  uint32_t table = 0;
-  int64_t version = 0;  // of the primary's part of the table, after the step
-  int row_floats = 0;   // the table's dim and slot floats
-  std::shared_ptr<const std::vector<int64_t>> ids;
-  std::shared_ptr<const std::vector<float>> values;  // ids->size() * row_floats
-
-  int64_t Bytes() const { return static_cast<int64_t>(ids->size() * 8 + values->size() * 4); }
 };
 
 class ReplicaLink {

@@ -128,10 +128,33 @@ absl::StatusOr<wire::PushOutcome> SparseStore::ApplyPush(int rank, int64_t step,
   const RowOptimizerKind kind = state.table.spec().optimizer;
   const bool adagrad = kind == RowOptimizerKind::kAdagrad || kind == RowOptimizerKind::kRowwiseAdagrad;
   const bool per_push = ResolveAsyncLrScaling(options_.async_lr_scaling, adagrad) == AsyncLrScaling::kWorkers;
-  state.table.Apply(push.ids.data(), push.ids.size(), push.rows.data(), 1.0f,
-                    per_push ? 1.0f / static_cast<float>(options_.num_workers) : 1.0f);
+  const float lr_share = per_push ? 1.0f / static_cast<float>(options_.num_workers) : 1.0f;
+  if (options_.on_step_applied) return ApplyPushForCopy(state, rank, step, push, lr_share);
+  state.table.Apply(push.ids.data(), push.ids.size(), push.rows.data(), 1.0f, lr_share);
   state.version.fetch_add(1);
   return wire::PUSH_APPLIED;
+}
+
+wire::PushOutcome SparseStore::ApplyPushForCopy(TableState& t, int rank, int64_t step, const DecodedPush& push,
+                                                float lr_share) {
+  {
+    absl::MutexLock lock(&t.mu);
+    if (step <= t.last_pushed[rank]) return wire::PUSH_DUPLICATE;
+    t.table.Apply(push.ids.data(), push.ids.size(), push.rows.data(), 1.0f, lr_share);
+    t.version.fetch_add(1);
+    t.last_pushed[rank] = step;
+    options_.on_step_applied(CopyOf(t, push.ids.data(), push.ids.size(), t.last_pushed));
+  }
+  return wire::PUSH_APPLIED;
+}
+
+RowsReplica SparseStore::CopyOf(TableState& t, const int64_t* ids, size_t n, std::vector<int64_t> last_pushed) {
+  const int row_floats = t.table.dim() + t.table.slot_floats();
+  auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(row_floats));
+  t.table.Export(ids, n, values->data());
+  return RowsReplica{options_.server_id, t.index, t.version.load(), row_floats,
+                     std::make_shared<const std::vector<int64_t>>(ids, ids + n), std::move(values),
+                     std::move(last_pushed)};
 }
 
 absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank, int64_t step,
@@ -225,13 +248,16 @@ void SparseStore::FinishStep(TableState& t, int64_t step, const int64_t* ids, si
     t.captured = Snapshot(t);
     t.capture_at = -1;
   }
+  // The copy's rows include every rank's pushes of `step` (not the pushes
+  // of later steps buffered here).
   if (options_.on_step_applied) {
-    const int row_floats = t.table.dim() + t.table.slot_floats();
-    auto copy_ids = std::make_shared<std::vector<int64_t>>(ids, ids + n);
-    auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(row_floats));
-    t.table.Export(ids, n, values->data());
-    options_.on_step_applied(t.index, step + 1, std::move(copy_ids), std::move(values), row_floats);
+    options_.on_step_applied(CopyOf(t, ids, n, std::vector<int64_t>(static_cast<size_t>(t.num_workers), step)));
   }
+}
+
+bool SparseStore::CopyHas(const WaitingPull& pull) const {
+  return !options_.pulls_wait_for_copy || tables_[pull.table]->copied.load() >= pull.copy_wait ||
+         !options_.pulls_wait_for_copy();
 }
 
 bool SparseStore::Ready(const WaitingPull& pull) const {
@@ -244,9 +270,9 @@ bool SparseStore::Ready(const WaitingPull& pull) const {
              (!options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy());
     }
     case Mode::kSsp:
-      return options_.min_live_clock() >= pull.step - options_.staleness;
+      return options_.min_live_clock() >= pull.step - options_.staleness && CopyHas(pull);
     case Mode::kAsync:
-      return true;
+      return CopyHas(pull);
   }
   return true;
 }
@@ -275,6 +301,7 @@ void SparseStore::Pull(int rank, int64_t step, uint32_t table, absl::string_view
 
 void SparseStore::PullDecoded(WaitingPull pull) {
   NoteStep(*tables_[pull.table], pull.step);
+  pull.copy_wait = tables_[pull.table]->version.load();
   {
     absl::MutexLock lock(&waiting_mu_);
     if (shut_down_) return pull.done(absl::UnavailableError("server is shutting down"));

@@ -35,6 +35,7 @@
 #include "common/job_view.h"
 #include "common/table_spec.h"
 #include "proto/shardps.pb.h"
+#include "server/sparse/rows_replica.h"
 #include "server/sparse/sparse_table.h"
 
 namespace shardps {
@@ -84,13 +85,14 @@ struct SparseStoreOptions {
   std::function<std::vector<bool>(int64_t step)> required_for_step;
   // The slowest live worker's clock (Membership::MinLiveClock), for ssp.
   std::function<int64_t()> min_live_clock;
-  // Replication (--replicas > 1, sync): a step's touched rows as it
-  // completes, each row's dim values then its slots (called with the
-  // table's lock held: it may only queue them); and whether pulls wait for
-  // the next copy to have acknowledged the table's version (NoteCopied).
-  std::function<void(uint32_t table, int64_t version, std::shared_ptr<const std::vector<int64_t>> ids,
-                     std::shared_ptr<const std::vector<float>> values, int row_floats)>
-      on_step_applied;
+  // Replication (--replicas > 1): the rows an update touched, as it left
+  // them (sync: a step's, as it completes; async and ssp: each push's, in
+  // the order they are applied), called with the table's lock held: it may
+  // only queue them. And whether pulls wait for the next copy to have
+  // acknowledged (NoteCopied) the table's version: sync the version read;
+  // async and ssp the version when the pull arrived. With it, an async or
+  // ssp push of a step its rank has pushed already is a duplicate.
+  std::function<void(RowsReplica)> on_step_applied;
   std::function<bool()> pulls_wait_for_copy;
 };
 
@@ -139,13 +141,13 @@ class SparseStore {
   // Replication: the next copy holds `table` at `version` (sync pulls may
   // now read it).
   void NoteCopied(uint32_t table, int64_t version);
-  // The copy's side: rows as their primary left them at `version` (values
-  // as on_step_applied gives them), installed whole; the table's version
-  // becomes `version` if that is newer, and every rank's pushes before it
-  // count as done (a push of those steps sent again is a duplicate).
-  // INVALID_ARGUMENT for an unknown table or a row size not the table's.
-  absl::Status InstallCopy(uint32_t table, int64_t version, const std::vector<int64_t>& ids,
-                           const std::vector<float>& values, int row_floats);
+  // The copy's side: rows as their primary left them (as on_step_applied
+  // gives them), installed whole; the table's version becomes theirs if
+  // that is newer, and the pushes they include count as done (a push of
+  // those steps sent again is a duplicate). INVALID_ARGUMENT for an unknown
+  // table or a row size not the table's. Copies must come in the order
+  // they were made.
+  absl::Status InstallCopy(const RowsReplica& copy);
   void Shutdown();
 
   std::vector<SparseTableStats> Stats() const;
@@ -176,6 +178,7 @@ class SparseStore {
     std::vector<int64_t> ids;
     absl::Time deadline;
     RowsDone done;
+    int64_t copy_wait = 0;  // async, ssp with a copy: the version it must have first
   };
 
   // A push checked and decoded, to apply.
@@ -186,6 +189,12 @@ class SparseStore {
   };
   absl::StatusOr<DecodedPush> DecodePush(uint32_t table, const RowPayload& grads) const;
   absl::StatusOr<wire::PushOutcome> ApplyPush(int rank, int64_t step, DecodedPush push);
+  // Async and ssp with a copy: the push applied and its rows handed on, in
+  // order, under the table's lock; a duplicate of a step already pushed.
+  wire::PushOutcome ApplyPushForCopy(TableState& t, int rank, int64_t step, const DecodedPush& push,
+                                     float lr_share);
+  // The rows `ids` of `t` as on_step_applied takes them. REQUIRES: t.mu held.
+  RowsReplica CopyOf(TableState& t, const int64_t* ids, size_t n, std::vector<int64_t> last_pushed);
   // The parts' slices of `all`: INVALID_ARGUMENT when their sizes do not
   // add up to its ids and rows.
   absl::StatusOr<std::vector<RowPayload>> SplitParts(const std::vector<Part>& parts, const RowPayload& all) const;
@@ -212,6 +221,9 @@ class SparseStore {
   // and replicated when asked).
   void FinishStep(TableState& t, int64_t step, const int64_t* ids, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   bool Ready(const WaitingPull& pull) const;
+  // Async and ssp: whether the next copy has what the pull must read (the
+  // pushes applied before it came), or there is no copy to wait for.
+  bool CopyHas(const WaitingPull& pull) const;
   static TableSnapshot Snapshot(TableState& t);
   // A request named `step`: rows it touches are touched at the largest
   // step seen.

@@ -19,9 +19,12 @@ void SparseStore::NoteCopied(uint32_t table, int64_t version) {
   WakeReady();
 }
 
-absl::Status SparseStore::InstallCopy(uint32_t table, int64_t version, const std::vector<int64_t>& ids,
-                                      const std::vector<float>& values, int row_floats) {
-  absl::StatusOr<TableState*> found = TableAt(table);
+absl::Status SparseStore::InstallCopy(const RowsReplica& copy) {
+  const std::vector<int64_t>& ids = *copy.ids;
+  const std::vector<float>& values = *copy.values;
+  const int row_floats = copy.row_floats;
+  const int64_t version = copy.version;
+  absl::StatusOr<TableState*> found = TableAt(copy.table);
   if (!found.ok()) return absl::InvalidArgumentError(found.status().message());
   TableState& t = **found;
   const int want = t.table.dim() + t.table.slot_floats();
@@ -36,8 +39,10 @@ absl::Status SparseStore::InstallCopy(uint32_t table, int64_t version, const std
   }
   if (version > t.version.load()) {
     t.version.store(version);
-    for (int64_t& last : t.last_pushed) last = std::max(last, version - 1);
     t.pending.erase(t.pending.begin(), t.pending.lower_bound(version));
+  }
+  for (size_t r = 0; r < t.last_pushed.size() && r < copy.last_pushed_step.size(); ++r) {
+    t.last_pushed[r] = std::max(t.last_pushed[r], copy.last_pushed_step[r]);
   }
   return absl::OkStatus();
 }
