@@ -50,12 +50,20 @@ RawReplicate FrameOf(std::vector<GrpcReplicaLink::Item>& items) {
       h->set_count(static_cast<int64_t>(r.ids->size()));
       h->set_row_floats(r.row_floats);
       for (int64_t step : r.last_pushed_step) h->add_last_pushed_step(step);
+      h->set_copy_done(r.copy_done);
       const absl::string_view ids(reinterpret_cast<const char*>(r.ids->data()), r.ids->size() * sizeof(int64_t));
       out.payloads.push_back({r.ids, ids});
       out.payloads.push_back(ShareFloats(r.values));
     }
   }
   return out;
+}
+
+int64_t ItemBytes(const GrpcReplicaLink::Item& item) {
+  int64_t bytes = 0;
+  for (const ReplicaUpdate& u : item.updates) bytes += u.Bytes();
+  for (const RowsReplica& r : item.rows) bytes += r.Bytes();
+  return bytes;
 }
 
 // One Replicate call, waited for.
@@ -165,8 +173,15 @@ void GrpcReplicaLink::Run(int to) {
         args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
         peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(addresses_[to], credentials_, args));
       }
-      for (Item& item : peer->queue) items.push_back(std::move(item));
-      peer->queue.clear();
+      // What queued, in order, in one call of at most half the message
+      // limit (one item at least): a whole copy for a joiner may be large.
+      int64_t bytes = 0;
+      while (!peer->queue.empty() &&
+             (items.empty() || bytes + ItemBytes(peer->queue.front()) <= options_.max_message_bytes / 2)) {
+        bytes += ItemBytes(peer->queue.front());
+        items.push_back(std::move(peer->queue.front()));
+        peer->queue.pop_front();
+      }
     }
     const absl::Status status = Deliver(*peer, to, items);
     for (Item& item : items) item.done(status);

@@ -160,7 +160,17 @@ class ParameterServerImpl final : public ParameterServer {
   absl::StatusOr<SparseStore*> RowStoreFor(const std::vector<SparseStore::Part>& parts);
   // Every store of rows: this server's own first.
   std::vector<SparseStore*> RowStores();
-  // Queues a sync step's rows of `primary` for the next copy (the store's
+  // The store of `primary`'s rows here; null when this server holds none.
+  SparseStore* RowStoreOf(int primary);
+  // Re-replication: every row this server serves whose next copy is
+  // `joiner`, each primary's followed by a copy_done marker (CopyAllTo).
+  void CopyAllRowsTo(int joiner);
+  // While joining: the rows of `primary` have all been copied here.
+  void NoteRowsCopied(int primary);
+  // While joining: marks this server live once every key and every
+  // primary's rows have been copied here (once per join).
+  void MaybeLive();
+  // Queues an update's rows of `primary` for the next copy (the store's
   // on_step_applied); FlushReplicas sends them.
   void QueueRowsReplica(RowsReplica rows);
   // Sends rows queued by QueueRowsReplica (FlushReplicas).
@@ -215,6 +225,10 @@ class ParameterServerImpl final : public ParameterServer {
   // Joining (BeginJoin): which keys have been copied here, and how many not.
   std::unique_ptr<std::atomic<bool>[]> copied_;
   std::atomic<int64_t> keys_to_copy_{0};
+  // Joining, with sparse tables: the primaries whose rows are still to come.
+  absl::Mutex rows_copy_mu_;
+  std::vector<int> rows_to_copy_ ABSL_GUARDED_BY(rows_copy_mu_);
+  std::atomic<bool> live_marked_{false};
   mutable absl::Mutex peers_mu_;
   std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);
   absl::Mutex served_mu_;

@@ -35,11 +35,6 @@ JoinInfo ParameterServerImpl::AnswerJoin(int from) {
 
 absl::Status ParameterServerImpl::BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) {
   if (!Replicating()) return absl::FailedPreconditionError("--join needs --replicas > 1");
-  if (!layout.tables.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the job's layout has ", layout.tables.size(), " sparse tables, whose rows are not copied to a joining "
-        "server yet: restart the job from its checkpoints instead"));
-  }
   absl::StatusOr<KeyMap> map = KeyMap::Build(layout, options_.job.num_servers, options_.job.partition_bytes);
   if (!map.ok()) return map.status();
   const int self = options_.server_id;
@@ -70,10 +65,6 @@ absl::Status ParameterServerImpl::Rejoin() {
     if (!Replicating() || !initialized_ || !View().Failed(self)) {
       return absl::FailedPreconditionError(absl::StrCat("server ", self, " has not stepped down: nothing to rejoin"));
     }
-    if (!table_->map().layout().tables.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "server ", self, " stepped down, but the rows of sparse tables are not copied to a joining server yet"));
-    }
     joined = AwaitCopies(ServerView());
   }
   spdlog::warn("server {} stepped down and joins the job again: its {} keys are to be copied from the servers that "
@@ -87,6 +78,12 @@ ServerView ParameterServerImpl::AwaitCopies(const ServerView& learned) {
   copied_ = std::make_unique<std::atomic<bool>[]>(table_->size());
   for (size_t i = 0; i < table_->size(); ++i) copied_[i] = false;
   keys_to_copy_ = static_cast<int64_t>(table_->size());
+  {
+    absl::MutexLock lock(&rows_copy_mu_);
+    rows_to_copy_.clear();
+    if (!table_->map().layout().tables.empty()) rows_to_copy_ = replicas_->PrimariesHeldBy(options_.server_id);
+  }
+  live_marked_ = false;
   return view_.Edit([&](ServerView& v) {
     v.Merge(learned);
     v.MarkJoining(options_.server_id);
@@ -111,12 +108,57 @@ void ParameterServerImpl::CopyAllTo(int joiner) {
     }
   }
   spdlog::info("server {}: copying {} keys to server {}, which joins", options_.server_id, queued, joiner);
+  CopyAllRowsTo(joiner);
   FlushReplicas();
+}
+
+void ParameterServerImpl::CopyAllRowsTo(int joiner) {
+  if (!initialized_ || table_->map().layout().tables.empty()) return;
+  constexpr size_t kPieceRows = 64 << 10;
+  absl::ReaderMutexLock state(&rewind_mu_);
+  const ServerView view = View();
+  for (int primary : replicas_->PrimariesHeldBy(options_.server_id)) {
+    SparseStore* store = RowStoreOf(primary);
+    if (store == nullptr || replicas_->Serving(primary, view) != options_.server_id ||
+        replicas_->NextCopy(primary, options_.server_id, view) != joiner) {
+      continue;
+    }
+    int64_t rows = 0;
+    store->CopyAll(kPieceRows, [&](RowsReplica r) {
+      rows += static_cast<int64_t>(r.ids->size());
+      QueueRowsReplica(std::move(r));
+    });
+    QueueRowsReplica(RowsReplica{primary, 0, 0, 0, std::make_shared<const std::vector<int64_t>>(),
+                                 std::make_shared<const std::vector<float>>(), {}, /*copy_done=*/true});
+    spdlog::info("server {}: copying the {} rows of server {} to server {}, which joins", options_.server_id, rows,
+                 primary, joiner);
+  }
+}
+
+void ParameterServerImpl::NoteRowsCopied(int primary) {
+  {
+    absl::MutexLock lock(&rows_copy_mu_);
+    auto it = std::find(rows_to_copy_.begin(), rows_to_copy_.end(), primary);
+    if (it == rows_to_copy_.end()) return;
+    rows_to_copy_.erase(it);
+  }
+  spdlog::info("server {} has a copy of the rows of server {}", options_.server_id, primary);
+  MaybeLive();
 }
 
 void ParameterServerImpl::NoteCopied(size_t index) {
   if (index < table_->size() && copied_[index].exchange(true)) return;
   if (index < table_->size() && keys_to_copy_.fetch_sub(1) != 1) return;
+  MaybeLive();
+}
+
+void ParameterServerImpl::MaybeLive() {
+  if (keys_to_copy_.load() > 0) return;
+  {
+    absl::MutexLock lock(&rows_copy_mu_);
+    if (!rows_to_copy_.empty()) return;
+  }
+  if (live_marked_.exchange(true)) return;
   const ServerView now = view_.Edit([&](ServerView& v) { v.MarkLive(options_.server_id); });
   const auto [low, high] = table_->VersionRange();
   checkpointer_.Attach(table_.get(), low, timeline_, /*write_now=*/false);

@@ -122,7 +122,9 @@ void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows) {
   }
   for (auto& [to, group] : by_copy) {
     std::vector<RowsReplica> sent;  // what the acknowledgement confirms
-    for (const RowsReplica& r : group) sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr, {}});
+    for (const RowsReplica& r : group) {
+      sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr, {}, r.copy_done});
+    }
     options_.replica_link->SendRows(options_.server_id, to, std::move(group),
                                     [this, to = to, sent = std::move(sent)](absl::Status status) {
                                       OnRowsSent(to, sent, status);

@@ -40,6 +40,12 @@ SparseStoreOptions ParameterServerImpl::RowStoreOptions(int primary) {
   return s;
 }
 
+SparseStore* ParameterServerImpl::RowStoreOf(int primary) {
+  if (primary == options_.server_id) return &sparse_;
+  auto it = backup_rows_.find(primary);
+  return it == backup_rows_.end() ? nullptr : it->second.get();
+}
+
 std::vector<SparseStore*> ParameterServerImpl::RowStores() {
   std::vector<SparseStore*> out{&sparse_};
   for (auto& [primary, store] : backup_rows_) out.push_back(store.get());
@@ -132,10 +138,8 @@ void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sen
   if (shut_down_) return;
   if (status.ok()) {
     for (const RowsReplica& r : sent) {
-      if (r.primary == options_.server_id) {
-        sparse_.NoteCopied(r.table, r.version);
-      } else if (auto it = backup_rows_.find(r.primary); it != backup_rows_.end()) {
-        it->second->NoteCopied(r.table, r.version);
+      if (SparseStore* store = RowStoreOf(r.primary); store != nullptr && !r.copy_done) {
+        store->NoteCopied(r.table, r.version);
       }
     }
     return;
@@ -157,15 +161,17 @@ absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<R
   }
   const ServerView view = View();
   for (const RowsReplica& r : rows) {
-    auto it = backup_rows_.find(r.primary);
-    if (it == backup_rows_.end() || replicas_->Serving(r.primary, view) != from) {
+    SparseStore* store = RowStoreOf(r.primary);
+    if (store == nullptr || replicas_->Serving(r.primary, view) != from) {
       return Refuse(absl::InvalidArgumentError(absl::StrCat("server ", from, " sent rows of server ", r.primary,
                                                             ", which server ", options_.server_id,
                                                             " does not back up for it")));
     }
-    if (absl::Status installed = it->second->InstallCopy(r); !installed.ok()) {
-      return Refuse(installed);
+    if (r.copy_done) {
+      NoteRowsCopied(r.primary);
+      continue;
     }
+    if (absl::Status installed = store->InstallCopy(r); !installed.ok()) return Refuse(installed);
   }
   return absl::OkStatus();
 }

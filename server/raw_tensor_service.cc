@@ -80,8 +80,9 @@ absl::StatusOr<std::vector<ReplicaUpdate>> RawReplicaUpdates(const wire::Replica
   }
   constexpr int kMaxRowFloats = 1 << 16;
   for (const wire::ReplicaRows& r : req.rows()) {
-    if (r.count() < 0 || r.row_floats() < 1 || r.row_floats() > kMaxRowFloats ||
-        r.count() > frame.remaining() / (8 + 4 * static_cast<int64_t>(r.row_floats()))) {
+    if (r.count() < 0 || r.row_floats() < (r.copy_done() ? 0 : 1) || r.row_floats() > kMaxRowFloats ||
+        r.count() > frame.remaining() / (8 + 4 * static_cast<int64_t>(r.row_floats())) ||
+        (r.copy_done() && r.count() != 0)) {
       return absl::InvalidArgumentError(absl::StrCat("raw replica rows of table ", r.table(),
                                                      " need count in [0, payload / row bytes] and row_floats in [1, ",
                                                      kMaxRowFloats, "]"));
@@ -121,7 +122,7 @@ std::vector<RowsReplica> RawReplicaRows(const wire::ReplicateRequest& req, Frame
     auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(r.row_floats()));
     frame.CopyNext(values->size() * 4, reinterpret_cast<char*>(values->data()));
     rows.push_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(), std::move(ids), std::move(values),
-                               {r.last_pushed_step().begin(), r.last_pushed_step().end()}});
+                               {r.last_pushed_step().begin(), r.last_pushed_step().end()}, r.copy_done()});
   }
   return rows;
 }

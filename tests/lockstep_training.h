@@ -1,6 +1,7 @@
 // The replication tests' training (tests/replication_test, tests/rejoin_test):
 // workers of SmallLayout() pushing GradientOf() and pulling, in lockstep from
-// the test's thread, with faults injected between steps.
+// the test's thread, with faults injected between steps; and the wait for a
+// joining server to be live.
 #ifndef SHARDPS_TESTS_LOCKSTEP_TRAINING_H_
 #define SHARDPS_TESTS_LOCKSTEP_TRAINING_H_
 
@@ -44,6 +45,18 @@ inline std::vector<std::vector<float>> TrainInLockstep(TestCluster& cluster, int
   }
   for (int r = 1; r < workers && sync; ++r) REQUIRE(w[r] == w[0]);
   return w[0];
+}
+
+// Waits (real time, up to 20 s) until every live server sees `s` live.
+bool AwaitLive(TestCluster& cluster, int s, const std::vector<int>& servers) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  for (;;) {
+    bool all = true;
+    for (int t : servers) all = all && cluster.core(t)->View().Live(s);
+    if (all) return true;
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
 }
 
 }  // namespace shardps::testing

@@ -30,18 +30,6 @@ ServerOptions Options(Mode mode) {
   return o;
 }
 
-// Waits (real time, up to 20 s) until every live server sees `s` live.
-bool AwaitLive(TestCluster& cluster, int s, const std::vector<int>& servers) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  for (;;) {
-    bool all = true;
-    for (int t : servers) all = all && cluster.core(t)->View().Live(s);
-    if (all) return true;
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-}
-
 TEST_CASE("rejoin: a killed server joins again, is copied its keys, and then the other copy can go", "[replication]") {
   for (Mode mode : {Mode::kSync, Mode::kAsync}) {
     INFO(ModeName(mode));

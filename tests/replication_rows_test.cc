@@ -12,6 +12,7 @@
 
 #include "common/tensor_frame.h"
 #include "tests/expect_status.h"
+#include "tests/lockstep_training.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -80,16 +81,16 @@ struct Trained {
 };
 
 // kSteps steps of both workers: each pushes its dense gradient and its rows,
-// then both pull the dense weights and their rows of the next step. At step
-// `kill_at`, after worker 0's pushes and before worker 1's, `kill` runs.
-Trained Train(TestCluster& cluster, int kill_at, const std::function<void()>& kill, Mode mode = Mode::kSync) {
+// then both pull the dense weights and their rows of the next step. The
+// events of a step run after worker 0's pushes and before worker 1's.
+Trained Train(TestCluster& cluster, const StepEvents& events, Mode mode = Mode::kSync) {
   std::vector<std::unique_ptr<PsClient>> w;
   for (int r = 0; r < kWorkers; ++r) w.push_back(cluster.Worker(r, TableLayout(mode)));
   REQUIRE(w[0]->Init(Zeros(TableLayout(mode))).ok());
   std::vector<std::vector<std::vector<float>>> dense(kWorkers, Zeros(TableLayout(mode)));
   for (int64_t step = 0; step < kSteps; ++step) {
     for (int r = 0; r < kWorkers; ++r) {
-      if (step == kill_at && r == 1) kill();
+      if (auto e = events.find(step); e != events.end() && r == 1) e->second();
       const std::vector<int64_t> ids = IdsOf(r, step);
       const std::vector<float> grads = RowGradsOf(r, step, ids.size());
       INFO("worker " << r << " step " << step);
@@ -120,7 +121,7 @@ TEST_CASE("replication of rows: a killed server costs no step and changes no bit
   Trained calm;
   {
     TestCluster cluster(ReplicatedOptions());
-    calm = Train(cluster, -1, [] {});
+    calm = Train(cluster, {});
     for (int s = 0; s < kServers; ++s) {
       const ServerStats st = cluster.core(s)->Stats();
       INFO("server " << s);
@@ -133,7 +134,7 @@ TEST_CASE("replication of rows: a killed server costs no step and changes no bit
     for (int at : {0, 3}) {
       INFO("server " << killed << " killed at step " << at);
       TestCluster cluster(ReplicatedOptions());
-      const Trained t = Train(cluster, at, [&] { cluster.Kill(killed); });
+      const Trained t = Train(cluster, {{at, [&] { cluster.Kill(killed); }}});
       CHECK(Bitwise(t.rows, calm.rows));
       CHECK(t.dense == calm.dense);
       CHECK(cluster.core((killed + 1) % kServers)->Stats().view.Failed(killed));
@@ -152,6 +153,32 @@ uint64_t SessionOn(TestCluster& cluster, int s) {
   grpc::ClientContext ctx;
   REQUIRE(cluster.RawStub(s)->Register(&ctx, reg, &resp).ok());
   return resp.session_id();
+}
+
+TEST_CASE("replication of rows: a killed server joins again, is copied its rows, and then the other copy can go",
+          "[replication][sparse]") {
+  for (Mode mode : {Mode::kSync, Mode::kAsync}) {
+    INFO(ModeName(mode));
+    Trained calm;
+    {
+      TestCluster cluster(ReplicatedOptions(mode));
+      calm = Train(cluster, {}, mode);
+    }
+    TestCluster cluster(ReplicatedOptions(mode));
+    const Trained t = Train(cluster,
+                            {{1, [&] { cluster.Kill(1); }},
+                             {2,
+                              [&] {
+                                cluster.RestartJoining(1);
+                                REQUIRE(AwaitLive(cluster, 1, {0, 1, 2}));
+                              }},
+                             {4, [&] { cluster.Kill(2); }}},
+                            mode);
+    // Server 2's rows are served by server 0 now, server 1's by server 1
+    // (from the copy it was given, and the updates since): nothing lost.
+    CHECK(Bitwise(t.rows, calm.rows));
+    CHECK(cluster.core(0)->Stats().view.Failed(2));
+  }
 }
 
 TEST_CASE("replication of rows: a backup refuses rows while their primary serves them", "[replication][sparse]") {
@@ -230,12 +257,12 @@ TEST_CASE("replication of rows: async and ssp lose no row push and apply none tw
     Trained calm;
     {
       TestCluster cluster(ReplicatedOptions(mode));
-      calm = Train(cluster, -1, [] {}, mode);
+      calm = Train(cluster, {}, mode);
     }
     for (int killed : {0, 1}) {
       INFO(ModeName(mode) << ": server " << killed << " killed at step 3");
       TestCluster cluster(ReplicatedOptions(mode));
-      const Trained t = Train(cluster, 3, [&] { cluster.Kill(killed); }, mode);
+      const Trained t = Train(cluster, {{3, [&] { cluster.Kill(killed); }}}, mode);
       CHECK(Bitwise(t.rows, calm.rows));  // each row minus the sum of its gradients, exactly
       CHECK(cluster.core((killed + 1) % kServers)->Stats().view.Failed(killed));
     }

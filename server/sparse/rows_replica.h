@@ -20,6 +20,9 @@ struct RowsReplica {
   // Per worker rank, the last step whose push the rows include (a push of
   // that step or earlier, sent again after a failover, is a duplicate).
   std::vector<int64_t> last_pushed_step;
+  // Re-replication: the last piece of a whole copy of `primary`'s rows to a
+  // joining server (no rows of its own).
+  bool copy_done = false;
 
   int64_t Bytes() const { return static_cast<int64_t>(ids->size() * 8 + values->size() * 4); }
 };

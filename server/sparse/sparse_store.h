@@ -148,6 +148,11 @@ class SparseStore {
   // table or a row size not the table's. Copies must come in the order
   // they were made.
   absl::Status InstallCopy(const RowsReplica& copy);
+  // Re-replication: every row of every table, with its slots, version and
+  // the ranks' steps, handed to `emit` in pieces of at most `piece_rows`
+  // rows, each table's under its lock (so that no update of it is handed
+  // on between its pieces and what came before).
+  void CopyAll(size_t piece_rows, const std::function<void(RowsReplica)>& emit);
   void Shutdown();
 
   std::vector<SparseTableStats> Stats() const;

@@ -47,4 +47,32 @@ absl::Status SparseStore::InstallCopy(const RowsReplica& copy) {
   return absl::OkStatus();
 }
 
+void SparseStore::CopyAll(size_t piece_rows, const std::function<void(RowsReplica)>& emit) {
+  for (size_t i = 0; i < num_tables(); ++i) {
+    TableState& t = *tables_[i];
+    absl::MutexLock lock(&t.mu);
+    const int row_floats = t.table.dim() + t.table.slot_floats();
+    // Sync: the pushes of the steps applied (not those buffered for later
+    // steps); async and ssp apply every push as it comes.
+    const std::vector<int64_t> last_pushed =
+        options_.mode == Mode::kSync ? std::vector<int64_t>(t.last_pushed.size(), t.version.load() - 1) : t.last_pushed;
+    auto ids = std::make_shared<std::vector<int64_t>>();
+    auto values = std::make_shared<std::vector<float>>();
+    const auto flush = [&](bool last) {
+      if (ids->empty() && !last) return;
+      emit(RowsReplica{options_.server_id, t.index, t.version.load(), row_floats, std::move(ids), std::move(values),
+                       last_pushed});
+      ids = std::make_shared<std::vector<int64_t>>();
+      values = std::make_shared<std::vector<float>>();
+    };
+    t.table.ForEach([&](int64_t id, const float* row, const float* slots) {
+      ids->push_back(id);
+      values->insert(values->end(), row, row + t.table.dim());
+      values->insert(values->end(), slots, slots + t.table.slot_floats());
+      if (ids->size() >= piece_rows) flush(false);
+    });
+    flush(true);  // the table's version and steps, with or without rows left
+  }
+}
+
 }  // namespace shardps

@@ -10,16 +10,22 @@
 //    (none reads as new) and the job ends.
 // And with --replicas=2 (3 servers, sync): server 1 is killed and never
 // started again; its backup serves its rows, no step is lost (no rejoin)
-// and the final rows equal those of the undisturbed run, bit for bit.
+// and the final rows equal those of the undisturbed run, bit for bit. The
+// same when server 1 then joins again (--join), is copied its rows, and
+// server 2, which served them meanwhile, is killed.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
+
+#include <grpcpp/grpcpp.h>
 
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/ps_client.h"
+#include "proto/shardps.grpc.pb.h"
 #include "server/shard_checkpoint.h"
 #include "tests/server_process.h"
 #include "tests/temp_dir.h"
@@ -69,7 +75,7 @@ class RowJob {
     o.layout = TableLayout();
     o.server_timeout = absl::Seconds(20);
     o.failover_timeout = absl::Seconds(2);
-    for (int s = 0; s < servers; ++s) o.servers.push_back(absl::StrCat("127.0.0.1:", ports_[s]));
+    o.servers = Addresses();
     for (int r = 0; r < 2; ++r) {
       o.rank = r;
       auto c = PsClient::Connect(o);
@@ -79,14 +85,35 @@ class RowJob {
     if (!workers_[0]->Init({std::vector<float>(8, 0.0f)}).ok()) throw std::runtime_error("init failed");
   }
 
-  void StartServer(int s) {
-    servers_[s] = std::make_unique<ServerProcess>(
-        RunfilePath("server/ps_server"),
-        std::vector<std::string>{absl::StrCat("--port=", ports_[s]), absl::StrCat("--server_id=", s),
-                                 absl::StrCat("--num_servers=", servers_count_), "--num_workers=2",
-                                 absl::StrCat("--replicas=", replicas_), "--server_timeout_for_failover=2s",
-                                 "--mode=" + mode_, "--optimizer=sgd", "--lr=0.01", "--checkpoint_dir=" + dir_,
-                                 "--checkpoint_every=4", "--log_level=warn"});
+  // `join`: as ps_server --join=<every server's address> (re-replication).
+  void StartServer(int s, bool join = false) {
+    std::vector<std::string> flags{absl::StrCat("--port=", ports_[s]), absl::StrCat("--server_id=", s),
+                                   absl::StrCat("--num_servers=", servers_count_), "--num_workers=2",
+                                   absl::StrCat("--replicas=", replicas_), "--server_timeout_for_failover=2s",
+                                   "--mode=" + mode_, "--optimizer=sgd", "--lr=0.01", "--checkpoint_dir=" + dir_,
+                                   "--checkpoint_every=4", "--log_level=warn"};
+    if (join) flags.push_back("--join=" + absl::StrJoin(Addresses(), ","));
+    servers_[s] = std::make_unique<ServerProcess>(RunfilePath("server/ps_server"), flags);
+  }
+  std::vector<std::string> Addresses() const {
+    std::vector<std::string> out;
+    for (int port : ports_) out.push_back(absl::StrCat("127.0.0.1:", port));
+    return out;
+  }
+  // Waits (real time, up to 20 s) until server s answers a Join as a live
+  // member of the job (a joining one answers that it has nothing yet).
+  bool AwaitLive(int s) const {
+    auto stub = wire::ParameterService::NewStub(
+        grpc::CreateChannel(Addresses()[s], grpc::InsecureChannelCredentials()));
+    for (const absl::Time deadline = absl::Now() + absl::Seconds(20); absl::Now() < deadline;) {
+      wire::JoinRequest req;
+      req.set_server_id((s + 1) % servers_count_);
+      wire::JoinResponse resp;
+      grpc::ClientContext ctx;
+      if (stub->Join(&ctx, req, &resp).ok() && resp.initialized()) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
   }
   void KillServer(int s) { servers_[s]->Signal(SIGKILL); }
 
@@ -183,12 +210,19 @@ TEST_CASE("chaos (tables): sync survives a killed server with the exact rows of 
   CHECK(std::memcmp(calm.data(), broken.data(), calm.size() * 4) == 0);
 }
 
-// The replicated job: 3 servers, --replicas=2, sync; server 1 killed with
-// SIGKILL at step kKillAt when `kill`, never started again. Every row.
-std::vector<float> RunReplicated(bool kill, int* rejoins) {
+// The replicated job: 3 servers, --replicas=2, sync. `kill`: server 1
+// killed with SIGKILL at step kKillAt, never started again. `rejoin`: then
+// started again with --join 3 steps later and, once it is live, server 2
+// killed (it served server 1's rows meanwhile). Every row.
+std::vector<float> RunReplicated(bool kill, bool rejoin, int* rejoins) {
   RowJob job("sync", TempDir(kill ? "table-chaos-replicated-kill" : "table-chaos-replicated"), 3, 2);
   for (int64_t t = 0; t < kSteps; ++t) {
     if (kill && t == kKillAt) job.KillServer(1);
+    if (rejoin && t == kKillAt + 3) {
+      job.StartServer(1, /*join=*/true);
+      REQUIRE(job.AwaitLive(1));
+      job.KillServer(2);
+    }
     const absl::Status s = job.Step(t);
     if (IsRejoin(s)) ++*rejoins;
     INFO("step " << t << ": " << s.ToString());
@@ -203,10 +237,14 @@ std::vector<float> RunReplicated(bool kill, int* rejoins) {
 TEST_CASE("chaos (tables, --replicas=2): sync loses no step to a server killed for good, rows exact",
           "[chaos][sparse][replication]") {
   int rejoins = 0;
-  const std::vector<float> calm = RunReplicated(false, &rejoins);
-  const std::vector<float> broken = RunReplicated(true, &rejoins);
+  const std::vector<float> calm = RunReplicated(false, false, &rejoins);
+  const std::vector<float> broken = RunReplicated(true, false, &rejoins);
   CHECK(rejoins == 0);
   CHECK(std::memcmp(calm.data(), broken.data(), calm.size() * 4) == 0);
+  // Killed, joined again (copied its rows), then the other copy's server killed.
+  const std::vector<float> rejoined = RunReplicated(true, true, &rejoins);
+  CHECK(rejoins == 0);
+  CHECK(std::memcmp(calm.data(), rejoined.data(), calm.size() * 4) == 0);
 }
 
 TEST_CASE("chaos (tables): async goes on after a killed server with its rows restored", "[chaos][sparse]") {
