@@ -75,9 +75,19 @@ bool ServerConnection::ProbeForFailover() {
     last_tend_ = now;
     if (calls_in_flight_ == 0 || session_ == 0 || stopped_) return false;
     silent = now - last_answer_;
-    if (silent >= timeout && last_probe_ != absl::InfinitePast() && now - last_probe_ >= timeout / 2) {
+    // A probe (a heartbeat) goes out every third of the timeout while the
+    // server is silent; silence past the timeout with the last probe a
+    // third of it old and unanswered is a failure. The two share one
+    // spacing: had the failure waited longer for its probe than probes are
+    // spaced (half the timeout, as it did), each tend found the probe too
+    // young, sent a new one, and never took the server for failed (tends
+    // come every sixth of the timeout: three of them reach half of it only
+    // as closely as the clock allows).
+    const absl::Duration probe_every = timeout / 3;
+    const bool probe_due = now - last_probe_ >= probe_every;
+    if (silent >= timeout && last_probe_ != absl::InfinitePast() && probe_due) {
       silent_too_long = true;
-    } else if (silent >= timeout / 3 && now - last_probe_ >= timeout / 3) {
+    } else if (silent >= probe_every && probe_due) {
       probe = true;
       last_probe_ = now;
     }
