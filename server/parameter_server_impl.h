@@ -144,6 +144,9 @@ class ParameterServerImpl final : public ParameterServer {
   void FlushReplicas();
   void OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status);
   void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  // Whether server `from`'s copies (`what`: "updates", "rows") can be taken
+  // here: FAILED_PRECONDITION without --replicas > 1, UNAVAILABLE before Init.
+  absl::Status AdmitCopies(int from, const char* what);
   int64_t UnderReplicatedKeys() const;
   // How many keys this server serves now: a worker's ssp or async step is
   // finished here once it has pushed them all (WorkerClocks). With

@@ -218,16 +218,21 @@ void ParameterServerImpl::InstallReplica(KeyState& k, const ReplicaUpdate& u) {
   checkpointer_.OnApplied(k.index, k);
 }
 
-absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) {
-  if (shut_down_) return absl::UnavailableError("server is shutting down");
-  absl::ReaderMutexLock state(&rewind_mu_);
+absl::Status ParameterServerImpl::AdmitCopies(int from, const char* what) {
   if (!Replicating()) {
     return Refuse(absl::FailedPreconditionError(
-        absl::StrCat("server ", options_.server_id, " keeps no copies (--replicas=1); server ", from, " sent updates")));
+        absl::StrCat("server ", options_.server_id, " keeps no copies (--replicas=1); server ", from, " sent ", what)));
   }
   if (!initialized_) {
     return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is not initialised yet"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) {
+  if (shut_down_) return absl::UnavailableError("server is shutting down");
+  absl::ReaderMutexLock state(&rewind_mu_);
+  if (absl::Status admitted = AdmitCopies(from, "updates"); !admitted.ok()) return admitted;
   const ServerView view = View();
   if (!view.Live(from)) {
     return Refuse(absl::FailedPreconditionError(absl::StrCat("server ", options_.server_id,

@@ -152,13 +152,7 @@ void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sen
 absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) {
   if (shut_down_) return absl::UnavailableError("server is shutting down");
   absl::ReaderMutexLock state(&rewind_mu_);
-  if (!Replicating()) {
-    return Refuse(absl::FailedPreconditionError(
-        absl::StrCat("server ", options_.server_id, " keeps no copies (--replicas=1); server ", from, " sent rows")));
-  }
-  if (!initialized_) {
-    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is not initialised yet"));
-  }
+  if (absl::Status admitted = AdmitCopies(from, "rows"); !admitted.ok()) return admitted;
   const ServerView view = View();
   for (const RowsReplica& r : rows) {
     SparseStore* store = RowStoreOf(r.primary);
