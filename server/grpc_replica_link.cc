@@ -176,9 +176,10 @@ void GrpcReplicaLink::Run(int to) {
       // What queued, in order, in one call of at most half the message
       // limit (one item at least): a whole copy for a joiner may be large.
       int64_t bytes = 0;
-      while (!peer->queue.empty() &&
-             (items.empty() || bytes + ItemBytes(peer->queue.front()) <= options_.max_message_bytes / 2)) {
-        bytes += ItemBytes(peer->queue.front());
+      while (!peer->queue.empty()) {
+        const int64_t next = ItemBytes(peer->queue.front());
+        if (!items.empty() && bytes + next > options_.max_message_bytes / 2) break;
+        bytes += next;
         items.push_back(std::move(peer->queue.front()));
         peer->queue.pop_front();
       }

@@ -189,6 +189,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     return RefusePush(*rank, step, valid);
   }
 
+  const size_t served = ServedKeys();  // the keys a worker pushes here to finish a step
   std::vector<wire::PushOutcome> outcomes;
   bool applied_any = false;
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -202,7 +203,7 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     if (!outcome.ok()) return RefusePush(*rank, step, outcome.status());
     outcomes.push_back(*outcome);
     if (*outcome != wire::PUSH_DUPLICATE) {
-      clocks_.NotePushed(*rank, step, ServedKeys());
+      clocks_.NotePushed(*rank, step, served);
       bytes_pushed_.fetch_add(PayloadBytes(chunks[i].pieces));
       applied_any = true;
     }

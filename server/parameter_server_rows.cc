@@ -1,12 +1,13 @@
 // ParameterServerImpl: pushes and pulls of sparse tables' rows, admitted as
 // the dense ones are (session, initialised, not awaiting a rewind) and
-// counted in the same totals, and their replication (--replicas > 1, sync):
-// a server keeps a store of its own rows and one of each server it backs
-// up; after a sync step it forwards the rows the step touched, with their
-// slots, to their next copy, and a pull of that version waits for its
-// acknowledgement, as keys do (parameter_server_replication.cc). Once a
-// primary has failed, workers send its rows to its backup, naming it
-// (RowsPart.primary). The tables themselves are server/sparse/.
+// counted in the same totals, and their replication (--replicas > 1): a
+// server keeps a store of its own rows and one of each server it backs up;
+// after each update (a sync step, an async or ssp push) it forwards the rows
+// touched, with their slots, to their next copy, and pulls wait for the
+// copy's acknowledgement, as they do for keys (parameter_server_replication.cc).
+// Once a primary has failed, workers send its rows to its backup, naming it
+// (RowsPart.primary). A joining server is sent whole copies
+// (parameter_server_join.cc). The tables themselves are server/sparse/.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -54,20 +55,15 @@ std::vector<SparseStore*> ParameterServerImpl::RowStores() {
 
 absl::StatusOr<SparseStore*> ParameterServerImpl::RowStoreFor(const std::vector<SparseStore::Part>& parts) {
   const int self = options_.server_id;
-  const int primary = parts.empty() || parts[0].primary < 0 ? self : parts[0].primary;
+  const int primary = parts.empty() ? self : parts[0].primary.value_or(self);
   for (const SparseStore::Part& p : parts) {
-    if ((p.primary < 0 ? self : p.primary) != primary) {
+    if (p.primary.value_or(self) != primary) {
       return absl::InvalidArgumentError("the parts of a request of rows name different primaries");
     }
   }
-  SparseStore* store = &sparse_;
-  if (primary != self) {
-    auto it = backup_rows_.find(primary);
-    if (it == backup_rows_.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("server ", self, " holds no copy of the rows of server ", primary));
-    }
-    store = it->second.get();
+  SparseStore* store = RowStoreOf(primary);
+  if (store == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("server ", self, " holds no copy of the rows of server ", primary));
   }
   if (!Replicating()) return store;
   const ServerView view = View();
@@ -144,9 +140,9 @@ void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sen
     }
     return;
   }
-  // As for keys (OnReplicaSent): the copy took over, or is taken for failed.
+  // As for keys (OnReplicaSent): the copy took over, or is taken for failed
+  // (NoteView then wakes the pulls that waited for it).
   OnReplicaSent(to, {}, status);
-  for (SparseStore* rows : RowStores()) rows->WakeReady();  // pulls that waited for the failed copy
 }
 
 absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) {

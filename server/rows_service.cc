@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,9 @@ std::vector<SparseStore::Part> PartsOf(const google::protobuf::RepeatedPtrField<
   std::vector<SparseStore::Part> out;
   if (parts.empty()) return {{table, id_bytes / sizeof(int64_t)}};
   out.reserve(parts.size());
-  for (const wire::RowsPart& p : parts) out.push_back({p.table(), p.ids(), p.has_primary() ? p.primary() : -1});
+  for (const wire::RowsPart& p : parts) {
+    out.push_back({p.table(), p.ids(), p.has_primary() ? std::optional<int>(p.primary()) : std::nullopt});
+  }
   return out;
 }
 

@@ -187,8 +187,8 @@ TEST_CASE("replication of rows: a backup refuses rows while their primary serves
   REQUIRE(worker->Init(Zeros(TableLayout())).ok());
   int64_t id = 0;
   while (RowServer(id, kServers) != 0) ++id;
-  // A pull of row `id` (server 0's) from server s, naming its primary.
-  const auto pull = [&](int s) {
+  // A pull of row `id` (server 0's) from server s, naming `primary`.
+  const auto pull = [&](int s, int primary = 0) {
     wire::PullRowsRequest req;
     req.set_session_id(SessionOn(cluster, s));
     req.set_step(0);
@@ -196,7 +196,7 @@ TEST_CASE("replication of rows: a backup refuses rows while their primary serves
     wire::RowsPart* part = req.add_parts();
     part->set_table(0);
     part->set_ids(1);
-    part->set_primary(0);
+    part->set_primary(primary);
     wire::PullRowsResponse resp;
     grpc::ClientContext ctx;
     return cluster.RawStub(s)->PullRows(&ctx, req, &resp);
@@ -205,8 +205,10 @@ TEST_CASE("replication of rows: a backup refuses rows while their primary serves
   // Server 1 backs server 0's rows up: refused UNAVAILABLE (a worker retries,
   // or goes to whoever serves them).
   Expect(pull(1), grpc::StatusCode::UNAVAILABLE, "does not serve the rows of server 0");
-  // Server 2 holds no copy of them at all.
+  // Server 2 holds no copy of them at all; no server is -1 or 7.
   Expect(pull(2), grpc::StatusCode::INVALID_ARGUMENT, "holds no copy of the rows of server 0");
+  Expect(pull(0, -1), grpc::StatusCode::INVALID_ARGUMENT, "holds no copy of the rows of server -1");
+  Expect(pull(0, 7), grpc::StatusCode::INVALID_ARGUMENT, "holds no copy of the rows of server 7");
 }
 
 TEST_CASE("replication of rows: a raw Replicate frame of rows that does not add up is refused, a good one installed",

@@ -143,18 +143,24 @@ wire::PushOutcome SparseStore::ApplyPushForCopy(TableState& t, int rank, int64_t
     t.table.Apply(push.ids.data(), push.ids.size(), push.rows.data(), 1.0f, lr_share);
     t.version.fetch_add(1);
     t.last_pushed[rank] = step;
-    options_.on_step_applied(CopyOf(t, push.ids.data(), push.ids.size(), t.last_pushed));
+    options_.on_step_applied(CopyOf(t, push.ids.data(), push.ids.size()));
   }
   return wire::PUSH_APPLIED;
 }
 
-RowsReplica SparseStore::CopyOf(TableState& t, const int64_t* ids, size_t n, std::vector<int64_t> last_pushed) {
-  const int row_floats = t.table.dim() + t.table.slot_floats();
-  auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(row_floats));
+RowsReplica SparseStore::CopyOf(TableState& t, const int64_t* ids, size_t n) const {
+  auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(t.table.row_floats()));
   t.table.Export(ids, n, values->data());
-  return RowsReplica{options_.server_id, t.index, t.version.load(), row_floats,
+  return RowsReplica{options_.server_id, t.index, t.version.load(), t.table.row_floats(),
                      std::make_shared<const std::vector<int64_t>>(ids, ids + n), std::move(values),
-                     std::move(last_pushed)};
+                     IncludedPushes(t)};
+}
+
+std::vector<int64_t> SparseStore::IncludedPushes(const TableState& t) const {
+  // Sync: every rank's pushes of the steps applied, not those buffered for
+  // later steps. Async and ssp apply each push as it comes.
+  if (options_.mode == Mode::kSync) return std::vector<int64_t>(t.last_pushed.size(), t.version.load() - 1);
+  return t.last_pushed;
 }
 
 absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank, int64_t step,
@@ -248,31 +254,25 @@ void SparseStore::FinishStep(TableState& t, int64_t step, const int64_t* ids, si
     t.captured = Snapshot(t);
     t.capture_at = -1;
   }
-  // The copy's rows include every rank's pushes of `step` (not the pushes
-  // of later steps buffered here).
-  if (options_.on_step_applied) {
-    options_.on_step_applied(CopyOf(t, ids, n, std::vector<int64_t>(static_cast<size_t>(t.num_workers), step)));
-  }
+  if (options_.on_step_applied) options_.on_step_applied(CopyOf(t, ids, n));
 }
 
-bool SparseStore::CopyHas(const WaitingPull& pull) const {
-  return !options_.pulls_wait_for_copy || tables_[pull.table]->copied.load() >= pull.copy_wait ||
-         !options_.pulls_wait_for_copy();
+bool SparseStore::CopyHas(const TableState& t, int64_t version) const {
+  return !options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy();
 }
 
 bool SparseStore::Ready(const WaitingPull& pull) const {
+  const TableState& t = *tables_[pull.table];
   switch (options_.mode) {
     case Mode::kSync: {
       // With a copy to wait for: no pull reads a version it lacks.
-      const TableState& t = *tables_[pull.table];
       const int64_t version = t.version.load();
-      return version >= pull.step &&
-             (!options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy());
+      return version >= pull.step && CopyHas(t, version);
     }
     case Mode::kSsp:
-      return options_.min_live_clock() >= pull.step - options_.staleness && CopyHas(pull);
+      return options_.min_live_clock() >= pull.step - options_.staleness && CopyHas(t, pull.copy_wait);
     case Mode::kAsync:
-      return CopyHas(pull);
+      return CopyHas(t, pull.copy_wait);
   }
   return true;
 }

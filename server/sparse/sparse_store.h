@@ -118,7 +118,7 @@ class SparseStore {
   struct Part {
     uint32_t table = 0;
     uint64_t n = 0;
-    int primary = -1;  // RowsPart.primary: whose rows (-1: the receiver's own)
+    std::optional<int> primary;  // RowsPart.primary: whose rows (unset: the receiver's own)
   };
   using PartsDone = std::function<void(absl::StatusOr<std::vector<PulledRows>>)>;
   // Every part is decoded and checked before any is applied: a bad part
@@ -199,7 +199,9 @@ class SparseStore {
   wire::PushOutcome ApplyPushForCopy(TableState& t, int rank, int64_t step, const DecodedPush& push,
                                      float lr_share);
   // The rows `ids` of `t` as on_step_applied takes them. REQUIRES: t.mu held.
-  RowsReplica CopyOf(TableState& t, const int64_t* ids, size_t n, std::vector<int64_t> last_pushed);
+  RowsReplica CopyOf(TableState& t, const int64_t* ids, size_t n) const;
+  // Per rank, the last step whose push `t`'s rows include. REQUIRES: t.mu held.
+  std::vector<int64_t> IncludedPushes(const TableState& t) const;
   // The parts' slices of `all`: INVALID_ARGUMENT when their sizes do not
   // add up to its ids and rows.
   absl::StatusOr<std::vector<RowPayload>> SplitParts(const std::vector<Part>& parts, const RowPayload& all) const;
@@ -226,9 +228,10 @@ class SparseStore {
   // and replicated when asked).
   void FinishStep(TableState& t, int64_t step, const int64_t* ids, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   bool Ready(const WaitingPull& pull) const;
-  // Async and ssp: whether the next copy has what the pull must read (the
-  // pushes applied before it came), or there is no copy to wait for.
-  bool CopyHas(const WaitingPull& pull) const;
+  // Whether the next copy has acknowledged `t` at `version` (sync: the
+  // version a pull reads; async and ssp: the one it found on arrival), or
+  // there is no copy to wait for.
+  bool CopyHas(const TableState& t, int64_t version) const;
   static TableSnapshot Snapshot(TableState& t);
   // A request named `step`: rows it touches are touched at the largest
   // step seen.

@@ -1,8 +1,9 @@
-// SparseStore: replication's side (--replicas > 1, sync). The primary's
-// store hands each completed step's rows to its server (FinishStep,
-// SparseStoreOptions.on_step_applied), which forwards them to the next copy
-// (server/parameter_server_rows.cc); here the acknowledgement that lets
-// pulls read that version, and the copy's install of the rows it receives.
+// SparseStore: replication's side (--replicas > 1). The primary's store
+// hands each update's rows to its server (a sync step's in FinishStep, an
+// async or ssp push's in ApplyPushForCopy: SparseStoreOptions.on_step_applied),
+// which forwards them to the next copy (server/parameter_server_rows.cc);
+// here the acknowledgement that lets pulls read that version, the copy's
+// install of the rows it receives, and the whole copy for a joining server.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +28,7 @@ absl::Status SparseStore::InstallCopy(const RowsReplica& copy) {
   absl::StatusOr<TableState*> found = TableAt(copy.table);
   if (!found.ok()) return absl::InvalidArgumentError(found.status().message());
   TableState& t = **found;
-  const int want = t.table.dim() + t.table.slot_floats();
+  const int want = t.table.row_floats();
   if (row_floats != want || values.size() != ids.size() * static_cast<size_t>(want)) {
     return absl::InvalidArgumentError(absl::StrCat("copy of table '", t.table.spec().name, "' rows: ", row_floats,
                                                    " floats a row; the table's rows have ", want));
@@ -51,17 +52,13 @@ void SparseStore::CopyAll(size_t piece_rows, const std::function<void(RowsReplic
   for (size_t i = 0; i < num_tables(); ++i) {
     TableState& t = *tables_[i];
     absl::MutexLock lock(&t.mu);
-    const int row_floats = t.table.dim() + t.table.slot_floats();
-    // Sync: the pushes of the steps applied (not those buffered for later
-    // steps); async and ssp apply every push as it comes.
-    const std::vector<int64_t> last_pushed =
-        options_.mode == Mode::kSync ? std::vector<int64_t>(t.last_pushed.size(), t.version.load() - 1) : t.last_pushed;
+    const std::vector<int64_t> last_pushed = IncludedPushes(t);
     auto ids = std::make_shared<std::vector<int64_t>>();
     auto values = std::make_shared<std::vector<float>>();
     const auto flush = [&](bool last) {
       if (ids->empty() && !last) return;
-      emit(RowsReplica{options_.server_id, t.index, t.version.load(), row_floats, std::move(ids), std::move(values),
-                       last_pushed});
+      emit(RowsReplica{options_.server_id, t.index, t.version.load(), t.table.row_floats(), std::move(ids),
+                       std::move(values), last_pushed});
       ids = std::make_shared<std::vector<int64_t>>();
       values = std::make_shared<std::vector<float>>();
     };

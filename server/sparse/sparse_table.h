@@ -41,6 +41,7 @@ class SparseTable {
   const TableSpec& spec() const { return spec_; }
   int dim() const { return spec_.dim; }
   int slot_floats() const { return slots_; }
+  int row_floats() const { return spec_.dim + slots_; }  // a row and its slots, as Export writes them
 
   // Copies the rows of ids[0..n) into out[i * dim], creating missing ones
   // (with admission, a missing row is copied as its initial row, not made).
