@@ -55,6 +55,16 @@ void Failover::Merge(const ServerView& incoming, absl::string_view why) {
   PushKeptAgain();
 }
 
+void Failover::NoteMoved(absl::string_view text) {
+  if (text == moved_.Text()) return;
+  const std::optional<std::vector<int>> changed = moved_.Merge(text);
+  if (!changed.has_value()) return;
+  for (int s : *changed) {
+    const std::optional<std::string> address = moved_.AddressOf(s);
+    if (s < static_cast<int>(connections_.size()) && address.has_value()) connections_[s]->Repoint(*address);
+  }
+}
+
 void Failover::PushKeptAgain() {
   if (view_.Pristine()) return;  // every push went to the server serving it
   const ServerView now = view();

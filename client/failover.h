@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/server_connection.h"
+#include "common/moved_servers.h"
 #include "common/replica_map.h"
 #include "common/shared_server_view.h"
 
@@ -66,6 +67,16 @@ class Failover {
   // serving its keys). Then every kept push whose keys another server
   // serves now than the one it went to is pushed again there.
   void Merge(const ServerView& view, absl::string_view why);
+  // Servers that joined at a new address (common/moved_servers.h): merges
+  // `text` (read before the view it came with) and points each moved
+  // server's connection at its new address. A text that does not parse is
+  // ignored.
+  void NoteMoved(absl::string_view text);
+  std::string MovedText() const { return moved_.Text(); }
+  // `addresses` (the job's, in id order) with every move applied.
+  std::vector<std::string> Addresses(std::vector<std::string> addresses) const {
+    return moved_.Apply(std::move(addresses));
+  }
   void MarkFailed(int server, absl::string_view why);
   // A push of `step` for `server`'s keys, acknowledged by server
   // `acked_by`: kept until the pushes of `keep_steps` later steps are. It
@@ -107,6 +118,7 @@ class Failover {
   std::atomic<bool> armed_{false};
   std::atomic<int64_t> last_step_{-1}, timeline_{0};
   SharedServerView view_;
+  MovedServers moved_;
   absl::Mutex mu_;
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
 };

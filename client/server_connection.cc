@@ -1,6 +1,7 @@
 #include "client/server_connection.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/failover.h"
@@ -20,8 +21,19 @@ constexpr absl::Duration kMaxBackoff = absl::Milliseconds(250);
 ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
                                    std::shared_ptr<grpc::ChannelCredentials> credentials, Clock* clock,
                                    DelayedExecutor* executor)
-    : server_id_(server_id), options_(options), clock_(clock), executor_(executor) {
-  const std::string& address = options_.servers[server_id];
+    : server_id_(server_id), options_(options), clock_(clock), executor_(executor),
+      credentials_(std::move(credentials)) {
+  {
+    absl::MutexLock lock(&stubs_mu_);
+    address_ = options_.servers[server_id];
+    stubs_ = MakeStubs(address_);
+  }
+  absl::MutexLock lock(&mu_);
+  last_call_ = last_answer_ = clock_->Now();
+}
+
+std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string& address) const {
+  std::vector<std::shared_ptr<Stub>> stubs;
   for (int c = 0; c < std::max(1, options_.channels_per_server); ++c) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
@@ -35,29 +47,53 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
-    auto channel = grpc::CreateCustomChannel(address, credentials, args);
-    auto stub = std::make_unique<Stub>();
-    stub->server_id = server_id;
+    auto channel = grpc::CreateCustomChannel(address, credentials_, args);
+    auto stub = std::make_shared<Stub>();
+    stub->server_id = server_id_;
     stub->proto = wire::ParameterService::NewStub(channel);
     stub->raw = std::make_unique<grpc::GenericStub>(channel);
-    stubs_.push_back(std::move(stub));
+    stubs.push_back(std::move(stub));
   }
-  absl::MutexLock lock(&mu_);
-  last_call_ = last_answer_ = clock_->Now();
+  return stubs;
 }
 
 ServerConnection::~ServerConnection() { absl::MutexLock lock(&mu_); }
 
-Stub& ServerConnection::StubFor(Lane lane) {
+std::shared_ptr<Stub> ServerConnection::StubFor(Lane lane) {
+  absl::MutexLock lock(&stubs_mu_);
   const size_t n = stubs_.size();
-  if (n == 1 || lane == Lane::kPushes) return *stubs_[0];
-  return *stubs_[1 + next_stub_.fetch_add(1) % (n - 1)];
+  if (n == 1 || lane == Lane::kPushes) return stubs_[0];
+  return stubs_[1 + next_stub_.fetch_add(1) % (n - 1)];
+}
+
+std::string ServerConnection::address() const {
+  absl::MutexLock lock(&stubs_mu_);
+  return address_;
+}
+
+void ServerConnection::Repoint(const std::string& address) {
+  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address);
+  std::string was;
+  {
+    absl::MutexLock lock(&stubs_mu_);
+    if (address == address_) return;
+    was = std::exchange(address_, address);
+    stubs_.swap(stubs);  // the old ones go once their attempts have started (each call holds its channel)
+  }
+  spdlog::warn("server {} joined the job at a new address, {} (was {}): its calls go there", server_id_, address, was);
+}
+
+void ServerConnection::Renew() {
+  const std::string address = this->address();
+  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address);
+  absl::MutexLock lock(&stubs_mu_);
+  if (address_ == address) stubs_.swap(stubs);  // else Repoint made new ones meanwhile
 }
 
 absl::Status ServerConnection::Annotate(const absl::Status& status, int attempts) const {
   if (status.ok()) return status;
   return absl::Status(status.code(),
-                      absl::StrCat("server ", server_id_, " at ", options_.servers[server_id_],
+                      absl::StrCat("server ", server_id_, " at ", address(),
                                    attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "", ": ",
                                    status.message()));
 }
@@ -82,6 +118,7 @@ std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration
   if (!options_.auth_token.empty()) ctx->AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
   if (failover_ != nullptr) {
     if (const ServerView view = failover_->view(); !view.Pristine()) ctx->AddMetadata(kServerViewKey, view.Text());
+    if (std::string moved = failover_->MovedText(); !moved.empty()) ctx->AddMetadata(kServerMovedKey, moved);
   }
   contexts_.insert(ctx.get());
   last_call_ = clock_->Now();
@@ -120,7 +157,8 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
   }
   ++call->attempts;
   grpc::ClientContext* const raw = ctx.get();
-  call->attempt(StubFor(call->spec.lane), raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
+  const std::shared_ptr<Stub> stub = StubFor(call->spec.lane);
+  call->attempt(*stub, raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
     NoteServerView(*ctx);
@@ -218,7 +256,10 @@ void ServerConnection::Register(std::optional<ResumeAt> resume, RegisterDone don
   auto req = std::make_shared<wire::RegisterRequest>();
   req->set_rank(options_.rank);
   *req->mutable_view() = JobViewToProto(options_.job);
-  for (const std::string& address : options_.servers) req->add_servers(address);  // for replication
+  // For replication: where each server is (one that joined anew, at its new address).
+  for (const std::string& address : failover_ != nullptr ? failover_->Addresses(options_.servers) : options_.servers) {
+    req->add_servers(address);
+  }
   if (resume) {
     req->set_resume_step(resume->step);
     req->set_timeline(resume->timeline);
@@ -308,7 +349,7 @@ void ServerConnection::SendHeartbeat() {
     ++calls_in_flight_;
   }
   grpc::ClientContext* const raw = ctx.get();
-  StubFor(Lane::kOthers).proto->async()->Heartbeat(raw, req.get(), resp.get(), [this, req, resp, ctx = std::move(ctx)](grpc::Status s) mutable {
+  StubFor(Lane::kOthers)->proto->async()->Heartbeat(raw, req.get(), resp.get(), [this, req, resp, ctx = std::move(ctx)](grpc::Status s) mutable {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
     NoteServerView(*ctx);

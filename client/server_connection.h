@@ -116,6 +116,17 @@ class ServerConnection {
   // Cancels the attempts in flight: their calls retry, and go to the backup
   // once this server is in the failed set.
   void CancelInFlight();
+  // Replication: the server joined the job at `address` (a spare in a failed
+  // server's place, common/moved_servers.h): calls go there from the next
+  // attempt on. Nothing changes when it is where the connection points now.
+  void Repoint(const std::string& address);
+  // New channels to where the connection points: a server live again is
+  // connected to afresh. A channel that failed to connect while the server
+  // was down fails calls at once until its reconnection backoff ends, and a
+  // refused connection is taken for a dead process (client/failover.h).
+  void Renew();
+  // Where the connection points: the job's address, or the one it moved to.
+  std::string address() const;
   // Registers (continuing at `resume` when given) and keeps the session.
   void Register(std::optional<ResumeAt> resume, RegisterDone done);
   // Replication: the server is live again after joining the job (a new
@@ -177,15 +188,23 @@ class ServerConnection {
   // A context for one RPC, cancelled by StopAndCancel(); null once stopped.
   std::shared_ptr<grpc::ClientContext> NewContext(absl::Duration timeout);
   void ReleaseContext(grpc::ClientContext* ctx);
-  Stub& StubFor(Lane lane);  // the lane's channel (round robin where it has several)
+  // The lane's channel (round robin where it has several).
+  std::shared_ptr<Stub> StubFor(Lane lane);
+  // One stub per channel to `address`.
+  std::vector<std::shared_ptr<Stub>> MakeStubs(const std::string& address) const;
 
   // Constant after construction.
   const int server_id_;
   const ClientOptions options_;
   Clock* const clock_;
   DelayedExecutor* const executor_;
-  std::vector<std::unique_ptr<Stub>> stubs_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   Failover* failover_ = nullptr;
+
+  // Replaced whole by Repoint(); an attempt holds its stub while it starts.
+  mutable absl::Mutex stubs_mu_;
+  std::vector<std::shared_ptr<Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
+  std::string address_ ABSL_GUARDED_BY(stubs_mu_);
 
   std::atomic<size_t> next_stub_{0};
   std::atomic<uint64_t> incarnation_{0};

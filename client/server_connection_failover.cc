@@ -19,6 +19,9 @@ void ServerConnection::Revive() {
     if (reviving_ || stopped_) return;
     reviving_ = true;
   }
+  // Not the channels that failed while it was down (some may still be
+  // waiting out a reconnection backoff, failing calls at once).
+  Renew();
   Register(failover_->RevivalPoint(), [this](absl::StatusOr<wire::RegisterResponse> r) {
     if (!r.ok()) {
       spdlog::warn("registering with server {}, live again: {}", server_id_, std::string(r.status().message()));
@@ -36,6 +39,10 @@ void ServerConnection::Revive() {
 void ServerConnection::NoteServerView(const grpc::ClientContext& ctx) {
   if (failover_ == nullptr) return;
   const auto& metadata = ctx.GetServerTrailingMetadata();
+  // The moves first: a server the view shows live again is registered with where it is now.
+  if (auto moved = metadata.find(kServerMovedKey); moved != metadata.end()) {
+    failover_->NoteMoved(absl::string_view(moved->second.data(), moved->second.size()));
+  }
   auto it = metadata.find(kServerViewKey);
   if (it == metadata.end()) return;
   if (const std::optional<ServerView> view = ServerView::Parse(absl::string_view(it->second.data(), it->second.size()))) {

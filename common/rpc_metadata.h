@@ -30,6 +30,10 @@ inline std::optional<uint64_t> ParseIncarnation(absl::string_view text) {
 // up; one that learns of a joining server copies it the keys it serves; a
 // worker routes around failed servers.
 inline constexpr char kServerViewKey[] = "shardps-server-view";
+// Beside it, once a server joined at a new address (a spare):
+// common/moved_servers.h's text. Read before the view, so that a server
+// shown joining or live is reached where it is.
+inline constexpr char kServerMovedKey[] = "shardps-server-moved";
 
 }  // namespace shardps
 

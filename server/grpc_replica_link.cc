@@ -123,6 +123,17 @@ void GrpcReplicaLink::Renew(int to) {
   if (auto it = peers_.find(to); it != peers_.end()) it->second->renew = true;
 }
 
+void GrpcReplicaLink::Readdress(int to, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  moved_[to] = address;
+  if (auto it = peers_.find(to); it != peers_.end()) it->second->renew = true;
+}
+
+std::string GrpcReplicaLink::AddressOf(int to) const {
+  if (auto it = moved_.find(to); it != moved_.end()) return it->second;
+  return to < static_cast<int>(addresses_.size()) ? addresses_[to] : "";
+}
+
 void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
                            std::function<void(absl::Status)> done) {
   Queue(to, Item{from, std::move(updates), std::move(done), {}});
@@ -155,7 +166,7 @@ void GrpcReplicaLink::Run(int to) {
       absl::MutexLock lock(&mu_);
       peer = peers_[to].get();
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || (!peer->queue.empty() && static_cast<int>(addresses_.size()) > to);
+        return stopping_ || (!peer->queue.empty() && !AddressOf(to).empty());
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) {
@@ -171,7 +182,7 @@ void GrpcReplicaLink::Run(int to) {
         args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
         args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
         args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
-        peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(addresses_[to], credentials_, args));
+        peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(AddressOf(to), credentials_, args));
       }
       // What queued, in order, in one call of at most half the message
       // limit (one item at least): a whole copy for a joiner may be large.
@@ -200,16 +211,11 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     if (!options_.auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
     if (view_ours_) {
-      if (std::string view = view_ours_(); !view.empty()) ctx.AddMetadata(kServerViewKey, view);
+      for (const auto& [key, value] : view_ours_()) ctx.AddMetadata(key, value);
     }
     grpc::ByteBuffer request = EncodeFrame(frame.header, frame.payloads);
     const absl::Status status = FromGrpcStatus(CallRaw(*peer.stub, &ctx, &request));
-    if (view_theirs_) {
-      const auto& trailing = ctx.GetServerTrailingMetadata();
-      if (auto it = trailing.find(kServerViewKey); it != trailing.end()) {
-        view_theirs_(absl::string_view(it->second.data(), it->second.size()));
-      }
-    }
+    if (view_theirs_) view_theirs_(ctx.GetServerTrailingMetadata());
     if (status.ok() || !(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))) return status;
     const absl::Duration waited = absl::Now() - first;
     // A refused, reset or closed connection is a dead process (kill -9), not a slow one.

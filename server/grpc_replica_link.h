@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -47,10 +48,13 @@ class GrpcReplicaLink final : public ReplicaLink {
   void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) override;
   void SendRows(int from, int to, std::vector<RowsReplica> rows, std::function<void(absl::Status)> done) override;
   void Renew(int to) override;
-  // The server's view of the job's servers (common/replica_map.h): `ours`
-  // gives its text for every call's metadata, `theirs` takes the text a
-  // peer's answer carries. Before the first Send.
-  void SetViewExchange(std::function<std::string()> ours, std::function<void(absl::string_view)> theirs) {
+  void Readdress(int to, const std::string& address) override;
+  // The server's view of the job's servers (server/view_metadata.h): `ours`
+  // gives the metadata of every call, `theirs` takes a peer's answer's
+  // trailing metadata. Before the first Send.
+  using Metadata = std::vector<std::pair<std::string, std::string>>;
+  using Trailing = std::multimap<grpc::string_ref, grpc::string_ref>;
+  void SetViewExchange(std::function<Metadata()> ours, std::function<void(const Trailing&)> theirs) {
     view_ours_ = std::move(ours);
     view_theirs_ = std::move(theirs);
   }
@@ -74,16 +78,19 @@ class GrpcReplicaLink final : public ReplicaLink {
       : options_(options), credentials_(std::move(credentials)) {}
   void Run(int to);
   void Queue(int to, Item item);
+  // Where server `to` listens (moved_, else addresses_); "" when not known yet.
+  std::string AddressOf(int to) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One call with every item taken (their slots move into it); retried as
   // the class comment says.
   absl::Status Deliver(Peer& peer, int to, std::vector<Item>& items);
 
   const ReplicaLinkOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  std::function<std::string()> view_ours_;
-  std::function<void(absl::string_view)> view_theirs_;
+  std::function<Metadata()> view_ours_;
+  std::function<void(const Trailing&)> view_theirs_;
   absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::string> moved_ ABSL_GUARDED_BY(mu_);  // Readdress: where a server joined anew
   std::map<int, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };

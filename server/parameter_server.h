@@ -229,8 +229,17 @@ class ParameterServer {
   // replace them. FAILED_PRECONDITION unless it is initialised and failed.
   virtual absl::Status Rejoin() = 0;
   // Every server's address, as the first worker's registration gave them
-  // (empty before).
+  // (empty before), with every move applied (below).
   virtual std::vector<std::string> Peers() const = 0;
+  // Servers that joined at a new address (common/moved_servers.h): merges
+  // the moves a request shows (before its view: NoteView then reaches a
+  // joining server where it is now); a text that does not parse is ignored.
+  virtual void NoteMoved(absl::string_view text) = 0;
+  // The moves this server knows, for answers and peers ("" when none).
+  virtual std::string MovedText() const = 0;
+  // This server, joining (BeginJoin or Rejoin), listens at `address`: the
+  // peers and workers learn it with its joining view.
+  virtual void NoteOwnAddress(const std::string& address) = 0;
   // A primary's updated keys (ReplicaUpdate, from server `from`): installed
   // whole where newer than what is here. FAILED_PRECONDITION when this server
   // has taken over `from`'s keys; NOT_FOUND or INVALID_ARGUMENT for a key it

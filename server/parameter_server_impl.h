@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/moved_servers.h"
 #include "common/replica_map.h"
 #include "common/shared_server_view.h"
 #include "server/key_table.h"
@@ -63,6 +64,9 @@ class ParameterServerImpl final : public ParameterServer {
   absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) override;
   absl::Status Rejoin() override;
   std::vector<std::string> Peers() const override;
+  void NoteMoved(absl::string_view text) override;
+  std::string MovedText() const override { return moved_.Text(); }
+  void NoteOwnAddress(const std::string& address) override;
   absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) override;
   absl::Status ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) override;
   void Shutdown() override;
@@ -234,6 +238,7 @@ class ParameterServerImpl final : public ParameterServer {
   std::atomic<bool> live_marked_{false};
   mutable absl::Mutex peers_mu_;
   std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);
+  MovedServers moved_;  // servers that joined at a new address
   absl::Mutex served_mu_;
   std::optional<ServerView> served_view_ ABSL_GUARDED_BY(served_mu_);  // the view served_keys_ was counted in
   size_t served_keys_ ABSL_GUARDED_BY(served_mu_) = 0;

@@ -92,7 +92,29 @@ ServerView ParameterServerImpl::AwaitCopies(const ServerView& learned) {
 
 std::vector<std::string> ParameterServerImpl::Peers() const {
   absl::MutexLock lock(&peers_mu_);
-  return peers_;
+  return moved_.Apply(peers_);
+}
+
+void ParameterServerImpl::NoteMoved(absl::string_view text) {
+  if (!Replicating() || text == moved_.Text()) return;
+  const std::vector<std::string> before = Peers();
+  const std::optional<std::vector<int>> changed = moved_.Merge(text);
+  if (!changed.has_value()) return;
+  for (int s : *changed) {
+    const std::optional<std::string> address = moved_.AddressOf(s);
+    if (s == options_.server_id || s >= options_.job.num_servers || !address.has_value()) continue;
+    if (s < static_cast<int>(before.size()) && before[s] == *address) continue;  // joined where it was
+    spdlog::warn("server {} learns that server {} joins at a new address, {}: it sends it updates there",
+                 options_.server_id, s, *address);
+    if (options_.replica_link != nullptr) options_.replica_link->Readdress(s, *address);
+  }
+}
+
+void ParameterServerImpl::NoteOwnAddress(const std::string& address) {
+  const int self = options_.server_id;
+  if (moved_.Note(self, View().generation(self), address)) {
+    spdlog::info("server {} joins at {}; its peers and the workers learn it with its joining", self, address);
+  }
 }
 
 void ParameterServerImpl::CopyAllTo(int joiner) {

@@ -18,6 +18,7 @@
 #include "server/grpc_replica_link.h"
 #include "server/ps_server_host.h"
 #include "server/replica_joiner.h"
+#include "server/view_metadata.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, bind_address, "0.0.0.0", "Address to listen on.");
@@ -36,8 +37,10 @@ ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
 ABSL_FLAG(std::string, join, "",
           "With --replicas > 1: every server's address, in id order (host:port,...): this server joins the running "
           "job in --server_id's place (a restart, or a spare), has its keys copied from the servers that serve "
-          "them while the job runs, then backs them up again, restoring no checkpoint (docs/failures.md). When no "
-          "other server runs the job (a new job, or all of them restarting) it starts as usual.");
+          "them while the job runs, then backs them up again, restoring no checkpoint (docs/failures.md). Its own "
+          "entry is where the others reach it: a spare on another machine names its own address there, and every "
+          "server and worker learns it and calls it there. When no other server runs the job (a new job, or all of "
+          "them restarting) it starts as usual.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Largest chunk (key) in bytes; a multiple of 4.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd, adam, adamw or adagrad.");
 ABSL_FLAG(std::string, async_lr_scaling, "auto",
@@ -242,10 +245,8 @@ int Run(ShutdownSignal& signal) {
   if (int code = StoppedDuringStartUp(signal, "while restoring"); code >= 0) return code;
   ParameterServer* const served = core->get();  // the host owns it from here on, and outlives the link
   if (link != nullptr) {
-    link->SetViewExchange([served] { return served->View().Text(); },
-                          [served](absl::string_view text) {
-                            if (auto view = ServerView::Parse(text)) served->NoteView(*view);
-                          });
+    link->SetViewExchange([served] { return ViewMetadata(*served); },
+                          [served](const GrpcReplicaLink::Trailing& trailing) { NoteViewMetadata(trailing, *served); });
   }
   HostOptions host_options;
   host_options.address = absl::GetFlag(FLAGS_bind_address);

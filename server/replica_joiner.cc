@@ -5,6 +5,7 @@
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
 #include "common/security.h"
+#include "server/view_metadata.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -32,9 +33,14 @@ ReplicaJoiner::ReplicaJoiner(ParameterServer* core, ReplicaJoinerOptions options
 }
 
 bool ReplicaJoiner::HaveStubs() {
-  if (!stubs_.empty()) return true;
-  peers_ = options_.peers.empty() ? core_->Peers() : options_.peers;
-  if (static_cast<int>(peers_.size()) <= core_->server_id()) return false;
+  // The workers' addresses once they registered, else --join's; either with
+  // every server that joined at a new address since where it is now.
+  std::vector<std::string> peers = core_->Peers();
+  if (peers.empty()) peers = options_.peers;
+  if (static_cast<int>(peers.size()) <= core_->server_id()) return false;
+  if (!stubs_.empty() && peers == peers_) return true;
+  peers_ = std::move(peers);
+  stubs_.clear();
   for (const std::string& address : peers_) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -54,18 +60,12 @@ std::optional<wire::JoinResponse> ReplicaJoiner::Ask(int s, ServerView* theirs) 
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   if (!options_.auth_token.empty()) ctx.AddMetadata(kAuthorizationKey, kBearerPrefix + options_.auth_token);
-  if (const ServerView view = core_->View(); !view.Pristine()) ctx.AddMetadata(kServerViewKey, view.Text());
+  for (const auto& [key, value] : ViewMetadata(*core_)) ctx.AddMetadata(key, value);
   wire::JoinRequest req;
   req.set_server_id(core_->server_id());
   wire::JoinResponse resp;
   const grpc::Status status = stubs_[s]->Join(&ctx, req, &resp);
-  const auto& trailing = ctx.GetServerTrailingMetadata();
-  if (auto it = trailing.find(kServerViewKey); it != trailing.end()) {
-    if (auto view = ServerView::Parse(absl::string_view(it->second.data(), it->second.size()))) {
-      if (theirs != nullptr) theirs->Merge(*view);
-      else core_->NoteView(*view);
-    }
-  }
+  NoteViewMetadata(ctx.GetServerTrailingMetadata(), *core_, theirs);
   if (!status.ok()) {
     spdlog::debug("join: server {} at {}: {}", s, peers_[s], status.error_message());
     return std::nullopt;
@@ -136,6 +136,8 @@ bool ReplicaJoiner::JoinAtStart() {
 
 bool ReplicaJoiner::Announce() {
   const int self = core_->server_id();
+  // Where the others reach it: a spare's new address goes with its joining.
+  core_->NoteOwnAddress(peers_[self]);
   TellPeers("joins");
   absl::Time last_log = absl::Now();
   while (!core_->View().Live(self)) {

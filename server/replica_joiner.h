@@ -67,7 +67,8 @@ class ReplicaJoiner {
   // Joined (BeginJoin or Rejoin): tells the peers, waits until live, tells
   // them again. False when stopped, or taken for failed meanwhile.
   bool Announce();
-  // The stubs, made once the addresses are known (false: not yet).
+  // The stubs, made once the addresses are known (false: not yet), and
+  // again when a server joined at a new address.
   bool HaveStubs();
   // Asks peer `s`; nullopt when it did not answer. The request carries this
   // server's view; the answer's is merged into `theirs`, or into this

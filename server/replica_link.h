@@ -53,6 +53,13 @@ class ReplicaLink {
   // Server `to` came back (it joins the job): connect to it afresh rather
   // than wait out a connection backoff from when it was down.
   virtual void Renew(int to) { (void)to; }
+  // Server `to` joined at a new address (a spare in a failed server's
+  // place, common/moved_servers.h): calls to it go to `address` from the
+  // next one on.
+  virtual void Readdress(int to, const std::string& address) {
+    (void)to;
+    (void)address;
+  }
 };
 
 }  // namespace shardps

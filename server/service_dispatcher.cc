@@ -1,5 +1,7 @@
 #include "server/service_dispatcher.h"
 
+#include "server/view_metadata.h"
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
@@ -42,12 +44,8 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
   if (push_connections_ != nullptr && (ctx->method() == kRawPushMethod || ctx->method() == kRawReplicateMethod)) {
     push_connections_->Mark(ctx->peer());
   }
-  // Replication: the servers this worker knows to have failed.
-  if (auto it = ctx->client_metadata().find(kServerViewKey); it != ctx->client_metadata().end()) {
-    if (std::optional<ServerView> view = ServerView::Parse(absl::string_view(it->second.data(), it->second.size()))) {
-      core_->NoteView(*view);
-    }
-  }
+  // Replication: the servers the caller knows to have failed, joined or moved.
+  NoteViewMetadata(ctx->client_metadata(), *core_);
   if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_, stop_)) return r;
   if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_, trace_)) return r;
   return new RefusingReactor(ctx, core_->incarnation(),

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
+#include "server/view_metadata.h"
 #include "common/trace.h"
 #include "proto/shardps.pb.h"
 #include "server/parameter_server.h"
@@ -40,9 +41,7 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   void Refuse(const absl::Status& status) { Reply(core_->RecordRefused(status)); }
   void Reply(const absl::Status& status, grpc::ByteBuffer response = {}) {
     ctx_->AddTrailingMetadata(kIncarnationKey, IncarnationText(core_->incarnation()));
-    if (const ServerView view = core_->View(); !view.Pristine()) {
-      ctx_->AddTrailingMetadata(kServerViewKey, view.Text());
-    }
+    for (const auto& [key, value] : ViewMetadata(*core_)) ctx_->AddTrailingMetadata(key, value);
     if (!status.ok()) return Finish(ToGrpcStatus(status));
     response_ = std::move(response);
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);

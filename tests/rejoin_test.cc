@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <utility>
 #include <memory>
 #include <vector>
 
@@ -31,8 +32,10 @@ ServerOptions Options(Mode mode) {
 }
 
 TEST_CASE("rejoin: a killed server joins again, is copied its keys, and then the other copy can go", "[replication]") {
-  for (Mode mode : {Mode::kSync, Mode::kAsync}) {
-    INFO(ModeName(mode));
+  // `spare`: it joins on a new port, where no worker or peer was told to look.
+  for (auto [mode, spare] : {std::pair{Mode::kSync, false}, std::pair{Mode::kAsync, false}, std::pair{Mode::kSync, true},
+                             std::pair{Mode::kAsync, true}}) {
+    INFO(ModeName(mode) << (spare ? ", a spare on a new port" : ""));
     std::vector<std::vector<float>> calm;
     {
       TestCluster cluster(Options(mode));
@@ -43,7 +46,7 @@ TEST_CASE("rejoin: a killed server joins again, is copied its keys, and then the
     const auto w = TrainInLockstep(cluster, kWorkers, kSteps, {{2, [&] { cluster.Kill(1); }},
                                    {4,
                                     [&] {
-                                      cluster.RestartJoining(1);
+                                      cluster.RestartJoining(1, spare);
                                       REQUIRE(AwaitLive(cluster, 1, {0, 1, 2}));
                                       joining_stats = cluster.core(1)->Stats();
                                     }},
@@ -64,6 +67,13 @@ TEST_CASE("rejoin: a killed server joins again, is copied its keys, and then the
     }
     CHECK(cluster.core(1)->Stats().min_version == (mode == Mode::kSync ? kSteps : kSteps * kWorkers));
     if (mode == Mode::kSync) CHECK(w == calm);
+    if (spare) {
+      // Server 0 learned where server 1 is, and so did the workers (their
+      // pushes and pulls for server 1's keys went there after server 2's kill).
+      const std::string moved = cluster.core(0)->MovedText();
+      CHECK_THAT(moved, Catch::StartsWith("1=") && Catch::EndsWith(cluster.Addresses()[1]));
+      CHECK(cluster.core(1)->MovedText() == moved);
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 #include "server/grpc_replica_link.h"
 #include "server/ps_server_host.h"
 #include "server/replica_joiner.h"
+#include "server/view_metadata.h"
 #include "client/ps_client.h"
 
 namespace shardps::testing {
@@ -80,12 +81,15 @@ class TestCluster {
 
   // Stops server s (if running) and starts a new one on its port that joins the running
   // job as ps_server --join does (server/replica_joiner.h): no restore, its
-  // keys copied from the servers that serve them. Needs replicas > 1.
-  void RestartJoining(int s) {
-    const int port = ports_[s];  // server s may have been killed already
-    const std::vector<std::string> addresses = Addresses();
+  // keys copied from the servers that serve them. Needs replicas > 1. With
+  // `new_port`, on a new port instead (a spare on another machine): its
+  // --join list names it there; every other server and client keeps the
+  // address it had.
+  void RestartJoining(int s, bool new_port = false) {
+    const int port = new_port ? 0 : ports_[s];  // server s may have been killed already
     Kill(s);
     hosts_[s] = StartServer(s, port, /*join=*/true);
+    const std::vector<std::string> addresses = Addresses();
     ParameterServer* core = hosts_[s]->core();
     links_[s]->SetPeers(addresses);
     ReplicaJoinerOptions j;
@@ -183,10 +187,8 @@ class TestCluster {
     if (!core.ok()) throw std::runtime_error(std::string(core.status().message()));
     if (links_[s] != nullptr) {  // as ps_server_main does
       ParameterServer* served = core->get();
-      links_[s]->SetViewExchange([served] { return served->View().Text(); },
-                                 [served](absl::string_view text) {
-                                   if (auto view = ServerView::Parse(text)) served->NoteView(*view);
-                                 });
+      links_[s]->SetViewExchange([served] { return ViewMetadata(*served); },
+                                 [served](const GrpcReplicaLink::Trailing& t) { NoteViewMetadata(t, *served); });
     }
     HostOptions h = host_;
     h.port = port;

@@ -84,6 +84,10 @@ class ChaosJob {
     server_procs_[s] = std::make_unique<ChildProcess>(RunfilePath("server/ps_server"), args,
                                                       absl::StrCat(dir_, "/server-", s, ".", server_runs_[s]++, ".log"));
   }
+  // Server `s`'s next process listens on a new port: a spare on another
+  // machine taking a failed server's place. The workers keep the address
+  // they were started with.
+  void MoveServer(int s) { ports_[s] = FreePort(); }
   // Every server's address, in id order, comma-separated.
   std::string ServerAddresses() const {
     std::vector<std::string> addresses;

@@ -88,16 +88,17 @@ bool AwaitStep(ChaosJob& job, int64_t step, absl::Time deadline) {
 }
 
 // Sync: kill -9 of server 1 at kKillAt; 40 steps later it is started again
-// with --join; as soon as it logs that it is live again (every key copied),
-// kill -9 of server 2, which served server 1's keys meanwhile (the workers
-// may not even have heard that server 1 is live). Returns what went wrong,
-// or "".
-std::string RunKillRejoinKill(ChaosJob& job) {
+// with --join (`spare`: on a new port, as a spare machine would be); as
+// soon as it logs that it is live again (every key copied), kill -9 of
+// server 2, which served server 1's keys meanwhile (the workers may not even
+// have heard that server 1 is live). Returns what went wrong, or "".
+std::string RunKillRejoinKill(ChaosJob& job, bool spare = false) {
   const absl::Time deadline = absl::Now() + kDeadline;
   job.Start();
   if (!AwaitStep(job, kKillAt, deadline)) return "the job never reached the first kill";
   job.KillServer(1);
   if (!AwaitStep(job, kKillAt + 40, deadline)) return "the job did not go on after the first kill";
+  if (spare) job.MoveServer(1);
   job.StartServer(1, {"--join=" + job.ServerAddresses()});
   while (!absl::StrContains(job.LatestServerLog(1), "live again") && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
@@ -194,6 +195,31 @@ TEST_CASE("replication: a killed server joins again, is re-filled, and then the 
   CHECK_THAT(logs, Catch::Contains("copying") && Catch::Contains("to server 1, which joins"));
   CHECK_THAT(logs, Catch::Contains("server 1 is live again") && Catch::Contains("registering with it"));
   CHECK_THAT(logs, Catch::Contains("server 2 failed") && Catch::Contains("server 1 learns that server 2 failed"));
+  CHECK_THAT(logs, !Catch::Contains("rewound the job"));
+}
+
+TEST_CASE("replication: a spare joins at a new address in a killed server's place, and then the other copy can go",
+          "[chaos][replication]") {
+  Runs r{TempDir("replication-spare-undisturbed"), TempDir("replication-spare"), ""};
+  ChaosJob calm(r.calm_dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string calm_error = Run(calm, Fault::kNone);
+  INFO(calm_error << "\n" << calm.AllLogs());
+  REQUIRE(calm_error.empty());
+  ChaosJob job(r.dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
+  const std::string error = RunKillRejoinKill(job, /*spare=*/true);
+  INFO(error << "\n" << job.AllLogs());
+  REQUIRE(error.empty());
+  // The workers were started with server 1's old address, where nothing
+  // listens any more: they reach the spare only through what they learned.
+  CHECK(SummaryField(r.dir, "final_weights_fnv1a") == SummaryField(r.calm_dir, "final_weights_fnv1a"));
+  CHECK(SummaryField(r.dir, "rejoins") == "0");
+  CHECK(SummaryField(r.dir, "steps_redone") == "0");
+  const std::string logs = job.AllLogs();
+  CHECK_THAT(logs, Catch::Contains("server 0 learns that server 1 joins at a new address"));
+  CHECK_THAT(logs, Catch::Contains("server 2 learns that server 1 joins at a new address"));
+  CHECK_THAT(logs, Catch::Contains("server 1 joined the job at a new address"));  // a worker
+  CHECK_THAT(logs, Catch::Contains("server 1 is live again") && Catch::Contains("registering with it"));
+  CHECK_THAT(logs, Catch::Contains("server 1 learns that server 2 failed"));
   CHECK_THAT(logs, !Catch::Contains("rewound the job"));
 }
 
