@@ -45,6 +45,10 @@ ABSL_FLAG(bool, pull_with_push, false,
           "the push is applied (read-your-writes, no round trip between them: faster where links are busy, but the "
           "weights hold fewer of the other workers' pushes, which costs accuracy; see README \"Scaling\"). sync "
           "ignores it.");
+ABSL_FLAG(bool, http2_bdp_probe, true,
+          "gRPC's bandwidth-delay probe on this worker's connections: a PING per burst of data received, to grow "
+          "the window. Off saves CPU with many servers (N = 32: a sixth of a worker's CPU a step); on moves bulk "
+          "tensors faster over few connections (docs/performance.md).");
 ABSL_FLAG(std::string, tcp_congestion, shardps::kDefaultTcpCongestion,
           "TCP congestion control of this worker's connections to the servers (cubic, reno, bbr, ... as the kernel "
           "allows; system: the machine's default; auto: cubic where this process may set it, else the machine's). "
@@ -79,6 +83,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.async_prefetch = absl::GetFlag(FLAGS_async_prefetch);
   o.pull_with_push = absl::GetFlag(FLAGS_pull_with_push);
   o.tcp_congestion = absl::GetFlag(FLAGS_tcp_congestion);
+  o.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return wire_dtype.status();
   o.wire_dtype = *wire_dtype;

@@ -59,6 +59,10 @@ struct ClientOptions {
   // (common/tcp_congestion.h; "auto": CUBIC where it may be set; "system":
   // the machine's default).
   std::string tcp_congestion = kDefaultTcpCongestion;
+  // gRPC's bandwidth-delay probe on this client's connections
+  // (common/bulk_channel_args.h): off saves CPU with many servers, on moves
+  // bulk tensors faster over few connections.
+  bool http2_bdp_probe = true;
   // The encoding of values on the wire: float32, or bfloat16 (half the
   // bytes; gradients and pulled weights are rounded to 8 significant bits,
   // the server keeps and applies float32).

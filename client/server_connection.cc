@@ -39,7 +39,7 @@ std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string
     args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
     args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
     args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
-    for (const auto& [name, value] : BulkChannelArgs()) args.SetInt(name, value);
+    for (const auto& [name, value] : BulkChannelArgs(options_.http2_bdp_probe)) args.SetInt(name, value);
     UseTcpCongestion(options_.tcp_congestion, &args);
     // Reconnect within a quarter second of a server's return (gRPC's own backoff
     // grows to two minutes), so a restarted server is found as soon as our

@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<PsServerHost>> PsServerHost::Start(const HostOpti
   const std::string address = absl::StrCat(options.address, ":", options.port);
   builder.AddListeningPort(address, *credentials, &host->port_);
   builder.RegisterCallbackGenericService(host->dispatcher_.get());
-  for (const auto& [name, value] : BulkChannelArgs()) builder.AddChannelArgument(name, value);
+  for (const auto& [name, value] : BulkChannelArgs(options.http2_bdp_probe)) builder.AddChannelArgument(name, value);
   // Two servers on one port would split the workers' connections between
   // them: a busy port is an error, not shared.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

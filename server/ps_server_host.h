@@ -39,6 +39,9 @@ struct HostOptions {
   std::string auth_token;  // empty: calls need no token
   std::function<void()> on_admin_stop;  // ADMIN_STOP asks for this (empty: refused)
   Trace* trace = nullptr;  // records pushes arriving and pulls answered; borrowed
+  // gRPC's bandwidth-delay probe on the connections it accepts
+  // (common/bulk_channel_args.h).
+  bool http2_bdp_probe = true;
   // TCP congestion control of the connections it accepts (common/tcp_congestion.h).
   std::string tcp_congestion = kDefaultTcpCongestion;
   // SO_PRIORITY of the connections it accepts: bulk by default, so its

@@ -91,6 +91,10 @@ ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; -1: off, 0: pick one
 ABSL_FLAG(int, health_port, -1,
           "A plaintext port serving only the gRPC health service, for probes that cannot speak TLS "
           "(Kubernetes' grpc probes); -1: off, 0: pick one (logged).");
+ABSL_FLAG(bool, http2_bdp_probe, true,
+          "gRPC's bandwidth-delay probe on the connections this server accepts: a PING per burst of data received, "
+          "to grow the window. Off saves CPU with many workers; on moves bulk tensors faster over few connections "
+          "(docs/performance.md).");
 ABSL_FLAG(std::string, tcp_congestion, shardps::kDefaultTcpCongestion,
           "TCP congestion control of the connections this server accepts (cubic, reno, bbr, ... as the kernel "
           "allows; system: the machine's default; auto: cubic where this process may set it, else the machine's). "
@@ -255,6 +259,7 @@ int Run(ShutdownSignal& signal) {
   host_options.health_port = absl::GetFlag(FLAGS_health_port);
   host_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   host_options.tcp_congestion = absl::GetFlag(FLAGS_tcp_congestion);
+  host_options.http2_bdp_probe = absl::GetFlag(FLAGS_http2_bdp_probe);
   host_options.socket_priority = absl::GetFlag(FLAGS_socket_priority);
   host_options.tls = tls;
   host_options.auth_token = *token;

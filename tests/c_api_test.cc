@@ -118,6 +118,9 @@ TEST_CASE("the C API refuses bad input with a code and a message, and the server
   CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --async_prefetch=maybe", 2, kNames, kNdims, kDims, &c) ==
         SHARDPS_ERROR);
   CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("option --async_prefetch=maybe: want true or false"));
+  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --http2_bdp_probe=off", 2, kNames, kNdims, kDims, &c) ==
+        SHARDPS_ERROR);
+  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("option --http2_bdp_probe=off: want true or false"));
   CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --tcp_congestion=no-such-cc", 2, kNames, kNdims, kDims, &c) ==
         SHARDPS_ERROR);
   CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("--tcp_congestion='no-such-cc' cannot be set here"));
