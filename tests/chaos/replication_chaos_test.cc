@@ -176,51 +176,47 @@ TEST_CASE("replication: a paused primary is failed over, and steps down when it 
   CHECK_THAT(r.logs, Catch::Contains("[server 1] server 1 is named failed") || Catch::Contains("stepping down"));
 }
 
-TEST_CASE("replication: a killed server joins again, is re-filled, and then the other copy can go", "[chaos][replication]") {
-  Runs r{TempDir("replication-rejoin-undisturbed"), TempDir("replication-rejoin"), ""};
+// The job run undisturbed, then with RunKillRejoinKill (`spare`: on a new
+// port); each must end with every exit code 0. Both runs keep every step:
+// two servers killed, one after the other, and the weights to the bit.
+Runs UndisturbedThenKillRejoinKill(const std::string& name, bool spare) {
+  Runs r{TempDir("replication-" + name + "-undisturbed"), TempDir("replication-" + name), ""};
   ChaosJob calm(r.calm_dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
   const std::string calm_error = Run(calm, Fault::kNone);
   INFO(calm_error << "\n" << calm.AllLogs());
   REQUIRE(calm_error.empty());
   ChaosJob job(r.dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
-  const std::string error = RunKillRejoinKill(job);
-  INFO(error << "\n" << job.AllLogs());
+  const std::string error = RunKillRejoinKill(job, spare);
+  r.logs = job.AllLogs();
+  INFO(error << "\n" << r.logs);
   REQUIRE(error.empty());
-  // Two servers killed, one after the other: every step kept, to the bit.
   CHECK(SummaryField(r.dir, "final_weights_fnv1a") == SummaryField(r.calm_dir, "final_weights_fnv1a"));
   CHECK(SummaryField(r.dir, "rejoins") == "0");
   CHECK(SummaryField(r.dir, "steps_redone") == "0");
-  const std::string logs = job.AllLogs();
-  CHECK_THAT(logs, Catch::Contains("server 1 joins the job"));
-  CHECK_THAT(logs, Catch::Contains("copying") && Catch::Contains("to server 1, which joins"));
-  CHECK_THAT(logs, Catch::Contains("server 1 is live again") && Catch::Contains("registering with it"));
-  CHECK_THAT(logs, Catch::Contains("server 2 failed") && Catch::Contains("server 1 learns that server 2 failed"));
-  CHECK_THAT(logs, !Catch::Contains("rewound the job"));
+  CHECK_THAT(r.logs, Catch::Contains("server 1 is live again") && Catch::Contains("registering with it"));
+  CHECK_THAT(r.logs, Catch::Contains("server 1 learns that server 2 failed"));
+  CHECK_THAT(r.logs, !Catch::Contains("rewound the job"));
+  return r;
+}
+
+TEST_CASE("replication: a killed server joins again, is re-filled, and then the other copy can go", "[chaos][replication]") {
+  const Runs r = UndisturbedThenKillRejoinKill("rejoin", /*spare=*/false);
+  INFO(r.logs);
+  CHECK_THAT(r.logs, Catch::Contains("server 1 joins the job"));
+  CHECK_THAT(r.logs, Catch::Contains("copying") && Catch::Contains("to server 1, which joins"));
+  CHECK_THAT(r.logs, Catch::Contains("server 2 failed"));
+  CHECK_THAT(r.logs, !Catch::Contains("joins at a new address"));
 }
 
 TEST_CASE("replication: a spare joins at a new address in a killed server's place, and then the other copy can go",
           "[chaos][replication]") {
-  Runs r{TempDir("replication-spare-undisturbed"), TempDir("replication-spare"), ""};
-  ChaosJob calm(r.calm_dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
-  const std::string calm_error = Run(calm, Fault::kNone);
-  INFO(calm_error << "\n" << calm.AllLogs());
-  REQUIRE(calm_error.empty());
-  ChaosJob job(r.dir, JobFlags(), kServers, kWorkers, /*proxied_rank=*/-1);
-  const std::string error = RunKillRejoinKill(job, /*spare=*/true);
-  INFO(error << "\n" << job.AllLogs());
-  REQUIRE(error.empty());
   // The workers were started with server 1's old address, where nothing
   // listens any more: they reach the spare only through what they learned.
-  CHECK(SummaryField(r.dir, "final_weights_fnv1a") == SummaryField(r.calm_dir, "final_weights_fnv1a"));
-  CHECK(SummaryField(r.dir, "rejoins") == "0");
-  CHECK(SummaryField(r.dir, "steps_redone") == "0");
-  const std::string logs = job.AllLogs();
-  CHECK_THAT(logs, Catch::Contains("server 0 learns that server 1 joins at a new address"));
-  CHECK_THAT(logs, Catch::Contains("server 2 learns that server 1 joins at a new address"));
-  CHECK_THAT(logs, Catch::Contains("server 1 joined the job at a new address"));  // a worker
-  CHECK_THAT(logs, Catch::Contains("server 1 is live again") && Catch::Contains("registering with it"));
-  CHECK_THAT(logs, Catch::Contains("server 1 learns that server 2 failed"));
-  CHECK_THAT(logs, !Catch::Contains("rewound the job"));
+  const Runs r = UndisturbedThenKillRejoinKill("spare", /*spare=*/true);
+  INFO(r.logs);
+  CHECK_THAT(r.logs, Catch::Contains("server 0 learns that server 1 joins at a new address"));
+  CHECK_THAT(r.logs, Catch::Contains("server 2 learns that server 1 joins at a new address"));
+  CHECK_THAT(r.logs, Catch::Contains("server 1 joined the job at a new address"));  // a worker
 }
 
 TEST_CASE("replication: a paused primary steps down, joins again by itself, and then takes over from the other copy",
