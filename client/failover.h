@@ -118,7 +118,7 @@ class Failover {
   std::atomic<bool> armed_{false};
   std::atomic<int64_t> last_step_{-1}, timeline_{0};
   SharedServerView view_;
-  MovedServers moved_;
+  MovedServers moved_{map_.num_servers()};
   absl::Mutex mu_;
   std::vector<Kept> kept_ ABSL_GUARDED_BY(mu_);
 };

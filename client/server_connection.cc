@@ -205,7 +205,7 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
     if (now - last_wait_log_ >= options_.wait_log_interval) {
       last_wait_log_ = now;
       spdlog::warn("waiting for server {} at {}: a {} has failed for {:.1f} s ({}); retrying for up to {}",
-                   server_id_, options_.servers[server_id_], call->spec.what, absl::ToDoubleSeconds(waited),
+                   server_id_, address(), call->spec.what, absl::ToDoubleSeconds(waited),
                    std::string(status.message()), absl::FormatDuration(options_.server_timeout));
     }
   }
@@ -298,7 +298,7 @@ void ServerConnection::NoteIncarnation(const grpc::ClientContext& ctx) {
   const uint64_t before = incarnation_.exchange(*now);
   if (before != 0 && before != *now) {
     spdlog::warn("server {} at {} restarted (incarnation {:016x}, was {:016x}); registering again", server_id_,
-                 options_.servers[server_id_], *now, before);
+                 address(), *now, before);
   }
 }
 
@@ -326,7 +326,7 @@ void ServerConnection::Tend() {
         now - last_wait_log_ >= options_.wait_log_interval) {
       last_wait_log_ = now;
       spdlog::warn("waiting for server {} at {}: {} calls in flight, no answer for {:.1f} s", server_id_,
-                   options_.servers[server_id_], calls_in_flight_, absl::ToDoubleSeconds(now - last_answer_));
+                   address(), calls_in_flight_, absl::ToDoubleSeconds(now - last_answer_));
     }
   }
   if (heartbeat) SendHeartbeat();

@@ -14,8 +14,8 @@ namespace {
 constexpr size_t kMaxAddressBytes = 255;
 }  // namespace
 
-bool MovedServers::IsValid(int server, uint32_t generation, absl::string_view address) {
-  if (server < 0 || server >= kMaxReplicatedServers) return false;
+bool MovedServers::IsValid(int server, uint32_t generation, absl::string_view address) const {
+  if (server < 0 || server >= std::min(num_servers_, kMaxReplicatedServers)) return false;
   if (generation % 3 != 2 || generation > kMaxGeneration) return false;  // a joining one
   if (address.empty() || address.size() > kMaxAddressBytes) return false;
   return std::all_of(address.begin(), address.end(), [](char c) { return c > ' ' && c < 127 && c != ';'; });
@@ -30,11 +30,15 @@ bool MovedServers::NoteLocked(int server, uint32_t generation, const std::string
   if (!IsValid(server, generation, address)) return false;
   auto it = entries_.find(server);
   if (it != entries_.end() && it->second.generation >= generation) return false;
-  const bool changed = it == entries_.end() || it->second.address != address;
-  entries_[server] = Entry{generation, address};
+  std::map<int, Entry> next = entries_;
+  next[server] = Entry{generation, address};
   std::vector<std::string> parts;
-  for (const auto& [s, e] : entries_) parts.push_back(absl::StrCat(s, "=", e.generation, "@", e.address));
-  text_ = absl::StrJoin(parts, ";");
+  for (const auto& [s, e] : next) parts.push_back(absl::StrCat(s, "=", e.generation, "@", e.address));
+  std::string text = absl::StrJoin(parts, ";");
+  if (text.size() > kMaxTextBytes) return false;
+  const bool changed = it == entries_.end() || it->second.address != address;
+  entries_ = std::move(next);
+  text_ = std::move(text);
   any_.store(true, std::memory_order_release);
   return changed;
 }
@@ -46,6 +50,7 @@ std::optional<std::vector<int>> MovedServers::Merge(absl::string_view text) {
     std::string address;
   };
   std::vector<Parsed> parsed;
+  if (text.size() > kMaxTextBytes) return std::nullopt;
   if (!text.empty()) {
     const std::vector<absl::string_view> parts = absl::StrSplit(text, ';');
     if (parts.size() > kMaxReplicatedServers) return std::nullopt;

@@ -26,11 +26,18 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/replica_map.h"
 
 namespace shardps {
 
 class MovedServers {
  public:
+  // Entries for server ids below `num_servers` only (the job's).
+  explicit MovedServers(int num_servers = kMaxReplicatedServers) : num_servers_(num_servers) {}
+  // The longest text kept or taken: a metadata entry well within gRPC's
+  // limits, whatever peers send.
+  static constexpr size_t kMaxTextBytes = 4096;
+
   // Records that `server`, joining at `generation`, listens at `address`.
   // Returns whether its entry changed; false for an older or equal
   // generation than the one recorded, and for an entry that is not valid
@@ -46,8 +53,8 @@ class MovedServers {
   // "" when nothing moved.
   std::string Text() const;
 
-  // A server id below 64, a joining generation, an address as above.
-  static bool IsValid(int server, uint32_t generation, absl::string_view address);
+  // A server id below num_servers, a joining generation, an address as above.
+  bool IsValid(int server, uint32_t generation, absl::string_view address) const;
 
  private:
   struct Entry {
@@ -56,6 +63,7 @@ class MovedServers {
   };
   bool NoteLocked(int server, uint32_t generation, const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const int num_servers_;
   mutable absl::Mutex mu_;
   std::map<int, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);

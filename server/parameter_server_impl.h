@@ -238,7 +238,7 @@ class ParameterServerImpl final : public ParameterServer {
   std::atomic<bool> live_marked_{false};
   mutable absl::Mutex peers_mu_;
   std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);
-  MovedServers moved_;  // servers that joined at a new address
+  MovedServers moved_{options_.job.num_servers};  // servers that joined at a new address
   absl::Mutex served_mu_;
   std::optional<ServerView> served_view_ ABSL_GUARDED_BY(served_mu_);  // the view served_keys_ was counted in
   size_t served_keys_ ABSL_GUARDED_BY(served_mu_) = 0;

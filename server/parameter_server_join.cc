@@ -112,8 +112,16 @@ void ParameterServerImpl::NoteMoved(absl::string_view text) {
 
 void ParameterServerImpl::NoteOwnAddress(const std::string& address) {
   const int self = options_.server_id;
-  if (moved_.Note(self, View().generation(self), address)) {
+  // Its joining generation: the one it has, or, live already (nothing to
+  // copy), the one before.
+  uint32_t generation = View().generation(self);
+  if (generation % 3 == 0 && generation > 0) --generation;
+  if (moved_.Note(self, generation, address)) {
     spdlog::info("server {} joins at {}; its peers and the workers learn it with its joining", self, address);
+  } else if (moved_.AddressOf(self) != address) {
+    spdlog::warn("server {} joins, but its address {} cannot be passed on (generation {}): peers and workers keep "
+                 "the one they have",
+                 self, address, generation);
   }
 }
 

@@ -29,6 +29,9 @@ bool AnyPeerRunsJob(const std::vector<std::string>& peers, int self,
 
 ReplicaJoiner::ReplicaJoiner(ParameterServer* core, ReplicaJoinerOptions options)
     : core_(core), options_(std::move(options)) {
+  // --join's list is this server's view of its peers' addresses (moves
+  // learned later apply to it: ParameterServer::Peers).
+  if (!options_.peers.empty()) core_->NotePeers(options_.peers);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -80,6 +83,7 @@ bool ReplicaJoiner::FindJob(wire::JoinResponse* job, ServerView* view) {
       spdlog::info("--join: initialised by the job's workers (a new job): nothing to join");
       return false;
     }
+    HaveStubs();  // a peer that moved, learned from another's answer
     for (int s = 0; s < static_cast<int>(stubs_.size()); ++s) {
       if (s == core_->server_id()) continue;
       std::optional<wire::JoinResponse> r = Ask(s, view);
@@ -101,6 +105,7 @@ void ReplicaJoiner::TellPeers(const char* what) {
   told[core_->server_id()] = true;
   absl::Time last_log = absl::Now();
   for (;;) {
+    HaveStubs();  // a peer that moved, learned from another's answer
     const ServerView view = core_->View();
     bool all = true;
     for (size_t s = 0; s < stubs_.size(); ++s) {
@@ -136,8 +141,9 @@ bool ReplicaJoiner::JoinAtStart() {
 
 bool ReplicaJoiner::Announce() {
   const int self = core_->server_id();
-  // Where the others reach it: a spare's new address goes with its joining.
-  core_->NoteOwnAddress(peers_[self]);
+  // Where the others reach it: a spare's new address goes with its joining
+  // (its own --join entry; without --join, where the job knew it).
+  core_->NoteOwnAddress(options_.peers.empty() ? peers_[self] : options_.peers[self]);
   TellPeers("joins");
   absl::Time last_log = absl::Now();
   while (!core_->View().Live(self)) {

@@ -61,8 +61,22 @@ TEST_CASE("text that does not parse is refused whole; invalid entries are not re
   CHECK_FALSE(moved.Note(1, 5, std::string(256, 'a')));
   CHECK_FALSE(moved.Note(1, 5, "a;b"));
   CHECK(moved.Text().empty());
-  CHECK(MovedServers::IsValid(63, 2, "unix:/tmp/s.sock"));
-  CHECK(MovedServers::IsValid(0, 2, "[::1]:7000"));
+  CHECK(moved.IsValid(63, 2, "unix:/tmp/s.sock"));
+  CHECK(moved.IsValid(0, 2, "[::1]:7000"));
+}
+
+TEST_CASE("only the job's servers move, and the text stays small whatever peers send") {
+  MovedServers moved(/*num_servers=*/3);
+  CHECK_FALSE(moved.Note(3, 5, "a:1"));
+  CHECK_FALSE(moved.Merge("1=5@a:1;3=5@b:1").has_value());  // refused whole
+  CHECK(moved.Text().empty());
+  MovedServers many;  // 64 servers
+  int kept = 0;
+  for (int s = 0; s < 64; ++s) kept += many.Note(s, 2, std::string(200, 'a' + s % 26)) ? 1 : 0;
+  CHECK(kept > 0);
+  CHECK(kept < 64);  // each entry is valid; together they would pass the cap
+  CHECK(many.Text().size() <= MovedServers::kMaxTextBytes);
+  CHECK_FALSE(moved.Merge(std::string(MovedServers::kMaxTextBytes + 1, '1')).has_value());
 }
 
 }  // namespace
