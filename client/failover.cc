@@ -56,7 +56,6 @@ void Failover::Merge(const ServerView& incoming, absl::string_view why) {
 }
 
 void Failover::NoteMoved(absl::string_view text) {
-  if (text == moved_.Text()) return;
   const std::optional<std::vector<int>> changed = moved_.Merge(text);
   if (!changed.has_value()) return;
   for (int s : *changed) {

@@ -49,6 +49,8 @@ std::optional<std::vector<int>> MovedServers::Merge(absl::string_view text) {
     uint32_t generation = 0;
     std::string address;
   };
+  // The same text again (every call carries it): nothing to parse.
+  if (text == Text()) return std::vector<int>{};
   std::vector<Parsed> parsed;
   if (text.size() > kMaxTextBytes) return std::nullopt;
   if (!text.empty()) {

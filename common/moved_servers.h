@@ -44,7 +44,8 @@ class MovedServers {
   // (IsValid).
   bool Note(int server, uint32_t generation, const std::string& address);
   // Merges another process's Text(). Returns the servers whose entry
-  // changed; nullopt (and nothing merged) for text that does not parse.
+  // changed (none for this one's own text, checked before any parsing);
+  // nullopt (and nothing merged) for text that does not parse.
   std::optional<std::vector<int>> Merge(absl::string_view text);
   // Where `server` listens now, if it moved; else nullopt.
   std::optional<std::string> AddressOf(int server) const;

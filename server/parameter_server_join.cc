@@ -96,10 +96,11 @@ std::vector<std::string> ParameterServerImpl::Peers() const {
 }
 
 void ParameterServerImpl::NoteMoved(absl::string_view text) {
+  // Most calls carry what this server knows already: no Peers() copy for them.
   if (!Replicating() || text == moved_.Text()) return;
   const std::vector<std::string> before = Peers();
   const std::optional<std::vector<int>> changed = moved_.Merge(text);
-  if (!changed.has_value()) return;
+  if (!changed.has_value() || changed->empty()) return;
   for (int s : *changed) {
     const std::optional<std::string> address = moved_.AddressOf(s);
     if (s == options_.server_id || s >= options_.job.num_servers || !address.has_value()) continue;
