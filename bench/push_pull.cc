@@ -41,6 +41,9 @@ ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
 ABSL_FLAG(int, replicas, 1, "Copies of every key (--replicas); must match the servers.");
 ABSL_FLAG(int, channels_per_server, 2, "gRPC channels (TCP connections) per server per client.");
+ABSL_FLAG(int64_t, push_request_bytes, shardps::kDefaultPushRequestBytes,
+          "The most bytes of one server's chunks in one push (0: a partition's).");
+ABSL_FLAG(int64_t, fetch_request_bytes, 0, "The most bytes of one server's chunks in one fetch (0: a partition's).");
 ABSL_FLAG(int64_t, in_flight_bytes, 0,
           "Bytes of pushes (and of pulls) in flight at once, as ps_worker's flag: 0 automatic, negative no limit.");
 ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or bfloat16 (as ps_worker).");
@@ -118,6 +121,8 @@ int Run() {
   base.job.replicas = absl::GetFlag(FLAGS_replicas);
   base.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   base.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  base.push_request_bytes = absl::GetFlag(FLAGS_push_request_bytes);
+  base.fetch_request_bytes = absl::GetFlag(FLAGS_fetch_request_bytes);
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) {
     fprintf(stderr, "push_pull: %s\n", std::string(wire_dtype.status().message()).c_str());

@@ -38,7 +38,7 @@ bool Known(const std::string& name) {
       "wire_dtype",    "channels_per_server", "in_flight_bytes", "push_timeout", "pull_timeout",
       "server_timeout", "heartbeat_interval", "tls_ca", "tls_cert", "tls_key", "tls_mutual", "auth_token_file",
       "async_prefetch", "pull_with_push", "tcp_congestion", "replicas", "server_timeout_for_failover",
-      "http2_bdp_probe"};
+      "http2_bdp_probe", "push_request_bytes", "fetch_request_bytes"};
   for (const char* k : kNames) {
     if (name == k) return true;
   }
@@ -120,6 +120,8 @@ absl::Status Fill(const Values& v, ClientOptions& o) {
   if (absl::Status s = Number(v, "replicas", &o.job.replicas); !s.ok()) return s;
   if (absl::Status s = Number(v, "channels_per_server", &o.channels_per_server); !s.ok()) return s;
   if (absl::Status s = Number(v, "in_flight_bytes", &o.in_flight_bytes); !s.ok()) return s;
+  if (absl::Status s = Number(v, "push_request_bytes", &o.push_request_bytes); !s.ok()) return s;
+  if (absl::Status s = Number(v, "fetch_request_bytes", &o.fetch_request_bytes); !s.ok()) return s;
   if (v.count("mode")) {
     absl::StatusOr<Mode> mode = ParseMode(Text(v, "mode"));
     if (!mode.ok()) return mode.status();

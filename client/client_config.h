@@ -7,7 +7,8 @@
 // own; an unknown option given directly is an error. Reads no global flags.
 //
 // Options: servers, rank, num_workers, mode, staleness, partition_bytes,
-// wire_dtype, channels_per_server, in_flight_bytes, push_timeout,
+// wire_dtype, channels_per_server, in_flight_bytes, push_request_bytes,
+// fetch_request_bytes, push_timeout,
 // pull_timeout, server_timeout, heartbeat_interval (durations as "30s",
 // "500ms" or seconds), tls_ca, tls_cert, tls_key, tls_mutual,
 // auth_token_file, flagfile.

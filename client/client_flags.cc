@@ -28,7 +28,13 @@ ABSL_FLAG(int, channels_per_server, 2,
 ABSL_FLAG(int64_t, in_flight_bytes, 0,
           "Bytes of pushes (and, apart, of fetched weights) in flight at once; the rest queue in the transfer "
           "schedule's order, earliest layer first (0: automatic, 512 KB of pushes and 256 KB of fetched weights, and "
-          "two partitions' bytes at least; -1: no limit).");
+          "two requests' bytes at least; -1: no limit).");
+ABSL_FLAG(int64_t, push_request_bytes, shardps::kDefaultPushRequestBytes,
+          "The most bytes of one server's chunks of a push that share a request (fewer calls; a partition at least, "
+          "0: one partition).");
+ABSL_FLAG(int64_t, fetch_request_bytes, 0,
+          "The most bytes of one server's chunks of a pull that share a request (0: one partition; more is faster "
+          "for big tensors on fast links, and queues the weights the next forward pass waits for behind more bytes).");
 ABSL_FLAG(std::string, wire_dtype, "float32",
           "Encoding of gradients and weights on the wire: float32, or bfloat16 (half the bytes; values rounded "
           "to 8 significant bits on the wire, the servers keep float32).");
@@ -80,6 +86,8 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.server_timeout = absl::GetFlag(FLAGS_server_timeout);
   o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  o.push_request_bytes = absl::GetFlag(FLAGS_push_request_bytes);
+  o.fetch_request_bytes = absl::GetFlag(FLAGS_fetch_request_bytes);
   o.async_prefetch = absl::GetFlag(FLAGS_async_prefetch);
   o.pull_with_push = absl::GetFlag(FLAGS_pull_with_push);
   o.tcp_congestion = absl::GetFlag(FLAGS_tcp_congestion);

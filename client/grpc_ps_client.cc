@@ -73,7 +73,7 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : &real_clock_),
       key_map_(std::move(map)),
-      builder_(&key_map_, options.job.partition_bytes, options.wire_dtype),
+      builder_(&key_map_, PushRequestBytes(options), FetchRequestBytes(options), options.wire_dtype),
       executor_(clock_),
       push_queue_(PushBudget(options)),
       pull_queue_(FetchBudget(options)),
@@ -246,6 +246,22 @@ ClientStats GrpcPsClient::Stats() const {
   return s;
 }
 
+namespace {
+
+// Negative sizes are refused; a size past half the message limit is held
+// to it (PushRequestBytes).
+absl::Status CheckRequestBytes(const ClientOptions& options) {
+  for (auto [name, bytes] : {std::pair{"push_request_bytes", options.push_request_bytes},
+                             {"fetch_request_bytes", options.fetch_request_bytes}}) {
+    if (bytes < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " is ", bytes, "; want 0 (one partition) or more"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions& options) {
   if (options.servers.empty()) return absl::InvalidArgumentError("no servers given");
   if (static_cast<int>(options.servers.size()) != options.job.num_servers) {
@@ -264,6 +280,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions&
     return absl::InvalidArgumentError("server_timeout_for_failover must be positive");
   }
   if (absl::Status s = CheckTcpCongestion(options.tcp_congestion); !s.ok()) return s;
+  if (absl::Status s = CheckRequestBytes(options); !s.ok()) return s;
   absl::StatusOr<KeyMap> map = KeyMap::Build(options.layout, options.job.num_servers, options.job.partition_bytes);
   if (!map.ok()) return map.status();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(options.tls);

@@ -66,6 +66,10 @@ class Fanout {
 // (client/grpc_transfers.cc says why these).
 TransferQueue::Budget PushBudget(const ClientOptions& options);
 TransferQueue::Budget FetchBudget(const ClientOptions& options);
+// The most bytes one push request (one fetch) carries: push_request_bytes
+// (fetch_request_bytes), a partition's at least.
+int64_t PushRequestBytes(const ClientOptions& options);
+int64_t FetchRequestBytes(const ClientOptions& options);
 
 class GrpcPsClient final : public PsClient {
  public:

@@ -74,27 +74,42 @@ ServerConnection::Attempt RawPushAttempt(std::shared_ptr<RawPush> req, std::shar
 // colocated server. Measured on the emulated cluster (README, "Scaling"):
 // 256 KB for both, 1 MB for both, and more in flight behind a reservation
 // were slower; 256 KB of fetches beside 512 KB of pushes was faster.
-// Either window holds two requests at least (a request is at most a
-// partition's bytes), so that a server applies or reads one while the next
+// Either window holds two requests at least (PushRequestBytes,
+// FetchRequestBytes), so that a server applies or reads one while the next
 // is on the wire: with 2 MB partitions on loopback a 16 MB push + pull went
 // from 0.93x ps-lite's speed to 1.45x in one run
-// (bench/results/push_pull_vs_pslite.txt).
+// (bench/results/push_pull_vs_pslite.txt). With 1 MB push requests (the
+// default) that is 2 MB of pushes: a worker still pushes to several servers
+// at once, where 256 KB requests in a 512 KB window cost sync N = 8
+// efficiency (bench/results/request_bytes.txt).
 namespace {
-int64_t AutomaticWindow(const ClientOptions& options, int64_t floor) {
-  return std::max<int64_t>(floor, 2 * options.job.partition_bytes);
+// At least a partition; at most half the message limit, so that a request
+// with its header always fits.
+int64_t RequestCap(int64_t asked, const ClientOptions& options) {
+  return std::max(std::min(asked, options.max_message_bytes / 2), options.job.partition_bytes);
+}
+}  // namespace
+
+int64_t PushRequestBytes(const ClientOptions& options) { return RequestCap(options.push_request_bytes, options); }
+
+int64_t FetchRequestBytes(const ClientOptions& options) { return RequestCap(options.fetch_request_bytes, options); }
+
+namespace {
+int64_t AutomaticWindow(int64_t request_bytes, int64_t floor) {
+  return std::max<int64_t>(floor, 2 * request_bytes);
 }
 }  // namespace
 
 TransferQueue::Budget PushBudget(const ClientOptions& options) {
   TransferQueue::Budget b;
-  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : AutomaticWindow(options, 512 << 10);
+  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : AutomaticWindow(PushRequestBytes(options), 512 << 10);
   b.behind_reservation = b.total;  // pushes never reserve
   return b;
 }
 
 TransferQueue::Budget FetchBudget(const ClientOptions& options) {
   TransferQueue::Budget b;
-  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : AutomaticWindow(options, 256 << 10);
+  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : AutomaticWindow(FetchRequestBytes(options), 256 << 10);
   // While the weights the next forward needs first are awaited, 128 KB of
   // later ones may be fetched: enough to use a link's spare time during
   // backward, little enough not to delay what is awaited.

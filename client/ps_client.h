@@ -51,9 +51,18 @@ struct ClientOptions {
   int channels_per_server = 1;
   // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
   // queue, earliest layer first (client/transfer_queue.h). 0: automatic
-  // (512 KB of pushes, 256 KB of fetched weights, and two partitions'
+  // (512 KB of pushes, 256 KB of fetched weights, and two requests'
   // bytes at least: client/grpc_transfers.cc); negative: no limit.
   int64_t in_flight_bytes = 0;
+  // The most bytes one request carries: a server's chunks of one transfer,
+  // in tensor order, share requests up to this many bytes (a larger chunk
+  // goes alone), pushes and fetched weights each their own; a partition's
+  // bytes at least (0: one partition), half of max_message_bytes at most.
+  // Pushes share by default (fewer calls, the same efficiency,
+  // docs/performance.md); fetches do not, so the weights the next forward
+  // pass waits for queue behind fewer bytes.
+  int64_t push_request_bytes = kDefaultPushRequestBytes;
+  int64_t fetch_request_bytes = 0;
   int64_t max_message_bytes = 256 << 20;
   // The TCP congestion control of this client's connections
   // (common/tcp_congestion.h; "auto": CUBIC where it may be set; "system":

@@ -18,7 +18,7 @@ absl::Status RequestBuilder::CheckTensors(const std::vector<Tensor>& tensors, co
 }
 
 template <typename Tensor, typename Add>
-void RequestBuilder::Group(const std::vector<Tensor>& tensors, Add add) const {
+void RequestBuilder::Group(const std::vector<Tensor>& tensors, int64_t max_request_bytes, Add add) const {
   std::vector<int> open(map_->num_servers(), -1);          // each server's open request
   std::vector<int64_t> open_bytes(map_->num_servers(), 0);
   int requests = 0;
@@ -26,7 +26,7 @@ void RequestBuilder::Group(const std::vector<Tensor>& tensors, Add add) const {
     for (const ChunkInfo& c : map_->ChunksOfTensor(t.tensor)) {
       const int64_t bytes = c.length * ValueBytes(dtype_);
       int& r = open[c.server];
-      if (r < 0 || (max_request_bytes_ > 0 && open_bytes[c.server] + bytes > max_request_bytes_)) {
+      if (r < 0 || (max_request_bytes > 0 && open_bytes[c.server] + bytes > max_request_bytes)) {
         r = requests++;
         open_bytes[c.server] = 0;
       }
@@ -58,7 +58,7 @@ absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(
     int64_t step, const std::vector<TensorIn>& tensors, const PulledVersions* pulled) const {
   if (absl::Status ok = CheckTensors(tensors, "push"); !ok.ok()) return ok;
   std::vector<std::shared_ptr<RawPush>> reqs;
-  Group(tensors, [&](int r, const ChunkInfo& c, const TensorIn& t) {
+  Group(tensors, max_push_bytes_, [&](int r, const ChunkInfo& c, const TensorIn& t) {
     if (r == static_cast<int>(reqs.size())) {
       reqs.push_back(std::make_shared<RawPush>());
       reqs.back()->server = c.server;
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(
 absl::StatusOr<std::vector<PullPart>> RequestBuilder::Pulls(int64_t step, const std::vector<TensorOut>& tensors) const {
   if (absl::Status ok = CheckTensors(tensors, "pull"); !ok.ok()) return ok;
   std::vector<PullPart> parts;
-  Group(tensors, [&](int r, const ChunkInfo& c, const TensorOut& t) {
+  Group(tensors, max_pull_bytes_, [&](int r, const ChunkInfo& c, const TensorOut& t) {
     if (r == static_cast<int>(parts.size())) {
       PullPart& p = parts.emplace_back();
       p.server = c.server;

@@ -1,7 +1,7 @@
 // The requests a worker sends and the decoding of their answers, with no
 // sockets: tensors are cut into the keys of the layout, and each server's
-// keys, in tensor order, are grouped into requests of at most
-// `max_request_bytes` (a larger key goes alone). A request is the unit the
+// keys, in tensor order, are grouped into requests of at most a cap of bytes
+// (pushes and pulls each have theirs; a larger key goes alone). A request is the unit the
 // transfer schedule orders and windows (client/transfer_queue.h), so no
 // transfer holds the link for longer than one request's bytes take. Tested on
 // their own (tests/ps_requests_test).
@@ -60,10 +60,12 @@ struct PullPart {
 
 class RequestBuilder {
  public:
-  // `map` must outlive the builder. max_request_bytes <= 0: one request per
-  // server.
+  // `map` must outlive the builder. A cap <= 0: one request per server.
   RequestBuilder(const KeyMap* map, int64_t max_request_bytes, wire::DType wire_dtype)
-      : map_(map), max_request_bytes_(max_request_bytes), dtype_(wire_dtype) {}
+      : RequestBuilder(map, max_request_bytes, max_request_bytes, wire_dtype) {}
+  // Pushes and pulls with caps of their own.
+  RequestBuilder(const KeyMap* map, int64_t max_push_bytes, int64_t max_pull_bytes, wire::DType wire_dtype)
+      : map_(map), max_push_bytes_(max_push_bytes), max_pull_bytes_(max_pull_bytes), dtype_(wire_dtype) {}
 
   // INVALID_ARGUMENT naming the tensor when one is not in the layout, or
   // when no tensor is given.
@@ -85,10 +87,11 @@ class RequestBuilder {
   // calls add(request index, chunk, tensor) with request indices counting
   // up from 0 as requests open.
   template <typename Tensor, typename Add>
-  void Group(const std::vector<Tensor>& tensors, Add add) const;
+  void Group(const std::vector<Tensor>& tensors, int64_t max_request_bytes, Add add) const;
 
   const KeyMap* const map_;
-  const int64_t max_request_bytes_;
+  const int64_t max_push_bytes_;
+  const int64_t max_pull_bytes_;
   const wire::DType dtype_;
 };
 

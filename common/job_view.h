@@ -25,6 +25,9 @@ absl::StatusOr<Mode> ModeFromProto(wire::Mode mode);
 // by 0.01-0.02 over 64 KB at 1.3x the CPU; 16 KB costs more CPU than it
 // gains (README, "Scaling on an emulated cluster").
 inline constexpr int64_t kDefaultPartitionBytes = 32 << 10;
+// A worker's push requests carry up to this many bytes of one server's keys
+// (ClientOptions::push_request_bytes).
+inline constexpr int64_t kDefaultPushRequestBytes = 1 << 20;
 
 struct JobView {
   Mode mode = Mode::kSync;

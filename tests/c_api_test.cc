@@ -121,6 +121,12 @@ TEST_CASE("the C API refuses bad input with a code and a message, and the server
   CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --http2_bdp_probe=off", 2, kNames, kNdims, kDims, &c) ==
         SHARDPS_ERROR);
   CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("option --http2_bdp_probe=off: want true or false"));
+  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --push_request_bytes=-5", 2, kNames, kNdims, kDims, &c) ==
+        SHARDPS_ERROR);
+  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("push_request_bytes is -5; want 0 (one partition) or more"));
+  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --fetch_request_bytes=1e3", 2, kNames, kNdims, kDims, &c) ==
+        SHARDPS_ERROR);
+  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("option --fetch_request_bytes=1e3: want an integer"));
   CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --tcp_congestion=no-such-cc", 2, kNames, kNdims, kDims, &c) ==
         SHARDPS_ERROR);
   CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("--tcp_congestion='no-such-cc' cannot be set here"));

@@ -14,12 +14,21 @@
 namespace shardps::testing {
 namespace {
 
+// A worker whose requests carry one key (0) or up to 3 keys of a server
+// (48 bytes): the semantics may not depend on how keys share requests.
+std::unique_ptr<PsClient> WorkerWithRequests(const TestCluster& cluster, int rank, int64_t request_bytes) {
+  ClientOptions o = cluster.ClientFor(rank);
+  o.push_request_bytes = request_bytes;
+  o.fetch_request_bytes = request_bytes;
+  return cluster.Worker(o);
+}
 
 TEST_CASE("sync: every worker pulls exactly the mean; version equals the step", "[sync]") {
   constexpr int kWorkers = 3, kSteps = 5;
+  const int64_t request_bytes = GENERATE(0, 48);
   TestCluster cluster(SyncOptions(2, kWorkers));
   std::vector<std::unique_ptr<PsClient>> workers;
-  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(WorkerWithRequests(cluster, r, request_bytes));
   REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
   REQUIRE(workers[1]->Init(Zeros(SmallLayout())).ok());  // second writer: ignored
 
@@ -58,6 +67,27 @@ TEST_CASE("sync: every worker pulls exactly the mean; version equals the step", 
   }
 }
 
+TEST_CASE("sync: keys that share a request each land where they belong, both ways", "[sync]") {
+  const int64_t request_bytes = GENERATE(0, 48);
+  TestCluster cluster(SyncOptions(2, 1));
+  std::unique_ptr<PsClient> worker = WorkerWithRequests(cluster, 0, request_bytes);
+  auto init = Zeros(SmallLayout()), grads = Zeros(SmallLayout());
+  float v = 1;
+  for (size_t t = 0; t < init.size(); ++t) {
+    for (size_t i = 0; i < init[t].size(); ++i, ++v) {
+      init[t][i] = 100 * v;
+      grads[t][i] = v;  // lr = 1: each value ends at 99 times its place
+    }
+  }
+  REQUIRE(worker->Init(init).ok());
+  REQUIRE(PushAll(*worker, 0, grads).ok());
+  auto w = Zeros(SmallLayout());
+  REQUIRE(PullAll(*worker, 1, w).ok());
+  for (size_t t = 0; t < w.size(); ++t) {
+    for (size_t i = 0; i < w[t].size(); ++i) REQUIRE(w[t][i] == 99 * grads[t][i]);
+  }
+}
+
 TEST_CASE("sync: a pull waits for its version, up to its deadline", "[sync]") {
   TestCluster cluster(SyncOptions(1, 2));
   auto a = cluster.Worker(0);
@@ -92,9 +122,10 @@ TEST_CASE("async: concurrent pushes are all applied; the version counts them", "
   o.job.mode = Mode::kAsync;
   o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
   o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
+  const int64_t request_bytes = GENERATE(0, 48);
   TestCluster cluster(o);
   std::vector<std::unique_ptr<PsClient>> workers;
-  for (int r = 0; r < kWorkers; ++r) workers.push_back(cluster.Worker(r));
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(WorkerWithRequests(cluster, r, request_bytes));
   REQUIRE(workers[0]->Init(Zeros(SmallLayout())).ok());
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;

@@ -59,6 +59,21 @@ TEST_CASE("requests keep each server's chunks in tensor order, so a request's fi
   REQUIRE((*pulls)[3].bytes == 12);  // w's last chunk: 3 floats
 }
 
+TEST_CASE("pushes and pulls group by caps of their own", "[requests]") {
+  // One server, 6 keys: w's 16+16+16+12 bytes, b's 16+4.
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, /*max_push_bytes=*/48, /*max_pull_bytes=*/16, wire::DTYPE_FLOAT32);
+  std::vector<float> w(15), b(5);
+  auto pushes = builder.Pushes(1, {{0, w.data()}, {1, b.data()}});
+  auto pulls = builder.Pulls(1, {{0, w.data()}, {1, b.data()}});
+  REQUIRE(pushes.ok());
+  REQUIRE(pulls.ok());
+  std::vector<int> push_chunks;
+  for (const auto& req : *pushes) push_chunks.push_back(req->header.chunks_size());
+  REQUIRE(push_chunks == std::vector<int>{3, 3});  // 48 bytes, then 12 + 16 + 4
+  REQUIRE(pulls->size() == 6);                     // one key each
+}
+
 TEST_CASE("bfloat16 pushes carry narrowed copies of half the size", "[requests]") {
   const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
   const RequestBuilder builder(&map, 0, wire::DTYPE_BFLOAT16);

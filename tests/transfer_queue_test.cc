@@ -114,10 +114,16 @@ TEST_CASE("without a budget every transfer starts at once", "[transfer_queue]") 
   CHECK(started == 5);
 }
 
-TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights, two partitions at least; "
+TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights, two requests at least; "
           "in_flight_bytes sets both",
           "[transfer_queue]") {
   ClientOptions o;
+  // By default a push request carries up to 1 MB, a fetch one partition.
+  CHECK(PushRequestBytes(o) == 1 << 20);
+  CHECK(FetchRequestBytes(o) == 32 << 10);
+  CHECK(PushBudget(o).total == 2 << 20);
+  o.push_request_bytes = 0;  // one partition per request
+  CHECK(PushRequestBytes(o) == 32 << 10);
   CHECK(PushBudget(o).total == 512 << 10);
   CHECK(FetchBudget(o).total == 256 << 10);
   CHECK(FetchBudget(o).behind_reservation == 128 << 10);
@@ -138,6 +144,19 @@ TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights, two p
   o.job.partition_bytes = 200 << 10;  // between the two floors
   CHECK(PushBudget(o).total == 512 << 10);
   CHECK(FetchBudget(o).total == 400 << 10);
+  // Requests that carry several partitions: the window of each direction
+  // holds two of its own.
+  o.job.partition_bytes = 32 << 10;
+  o.push_request_bytes = 1 << 20;
+  CHECK(PushRequestBytes(o) == 1 << 20);
+  CHECK(FetchRequestBytes(o) == 32 << 10);
+  CHECK(PushBudget(o).total == 2 << 20);
+  CHECK(FetchBudget(o).total == 256 << 10);
+  o.fetch_request_bytes = 16 << 10;  // below a partition: a partition
+  CHECK(FetchRequestBytes(o) == 32 << 10);
+  o.max_message_bytes = 1 << 20;  // past half the message limit: held to it
+  CHECK(PushRequestBytes(o) == 512 << 10);
+  o.max_message_bytes = 256 << 20;
   o.in_flight_bytes = 1 << 20;
   CHECK(PushBudget(o).total == 1 << 20);
   CHECK(FetchBudget(o).total == 1 << 20);
