@@ -36,11 +36,16 @@ std::string SummaryField(const std::string& dir, const std::string& field) {
   return summary.substr(from, summary.find_first_of(",\n", from) - from);
 }
 
+// Whether a server's log says it learned it was taken for failed.
+bool StepsDown(const std::string& log) {
+  return absl::StrContains(log, "is named failed") || absl::StrContains(log, "stepping down");
+}
+
 // kPauseRejoinKill: the pause, then once server 1 has joined again by
 // itself (live again) and 40 more steps have passed, kill -9 of server 2.
 enum class Fault { kNone, kKill, kPause, kPauseRejoinKill };
 
-// Runs the job; at step kKillAt, kill -9 of server 1, or SIGSTOP of it for
+// Runs the job; at step kKillAt, kill -9 of server 1, or (at kKillAt / 3) SIGSTOP of it for
 // 6 s (3 times the failover timeout) then SIGCONT. Returns what went
 // wrong, or "".
 std::string Run(ChaosJob& job, Fault fault, bool versions_count_pushes = false) {
@@ -48,15 +53,22 @@ std::string Run(ChaosJob& job, Fault fault, bool versions_count_pushes = false) 
   job.Start();
   const bool kill = fault == Fault::kKill;
   if (fault != Fault::kNone) {
-    // The pause that is followed by a rejoin and a kill comes earlier, to leave the job steps for both.
-    const int64_t at = fault == Fault::kPauseRejoinKill ? kKillAt / 3 : kKillAt;
+    // Pauses come earlier, so that the job is still running when server 1
+    // resumes (636 steps could pass within the 6 s pause on a quiet machine,
+    // and a server that resumes after the job has no one to tell it that it
+    // was failed), and to leave the rejoin case steps for its kill.
+    const bool pause = fault == Fault::kPause || fault == Fault::kPauseRejoinKill;
+    const int64_t at = pause ? kKillAt / 3 : kKillAt;
     while (job.Step(versions_count_pushes) < at && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
     if (absl::Now() >= deadline) return "the job never reached the fault";
     if (kill) job.KillServer(1);
-    if (fault == Fault::kPause || fault == Fault::kPauseRejoinKill) {
+    if (pause) {
       job.SignalServer(1, SIGSTOP);
       absl::SleepFor(absl::Seconds(6));
       job.SignalServer(1, SIGCONT);
+      // Its step-down is part of what the case checks: the job ends after it.
+      while (!StepsDown(job.LatestServerLog(1)) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+      if (absl::Now() >= deadline) return "server 1 never stepped down after its pause";
     }
     if (fault == Fault::kPauseRejoinKill) {
       while (!absl::StrContains(job.LatestServerLog(1), "live again") && absl::Now() < deadline) {
