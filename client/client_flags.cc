@@ -28,10 +28,11 @@ ABSL_FLAG(int, channels_per_server, 2,
 ABSL_FLAG(int64_t, in_flight_bytes, 0,
           "Bytes of pushes (and, apart, of fetched weights) in flight at once; the rest queue in the transfer "
           "schedule's order, earliest layer first (0: automatic, 512 KB of pushes and 256 KB of fetched weights, and "
-          "two requests' bytes at least; -1: no limit).");
+          "two requests' bytes at least: 2 MB of pushes with the default --push_request_bytes; -1: no limit).");
 ABSL_FLAG(int64_t, push_request_bytes, shardps::kDefaultPushRequestBytes,
           "The most bytes of one server's chunks of a push that share a request (fewer calls; a partition at least, "
-          "0: one partition).");
+          "0: one partition; half of --in_flight_bytes at most when that is set; keep it under the servers' "
+          "--max_message_bytes).");
 ABSL_FLAG(int64_t, fetch_request_bytes, 0,
           "The most bytes of one server's chunks of a pull that share a request (0: one partition; more is faster "
           "for big tensors on fast links, and queues the weights the next forward pass waits for behind more bytes).");

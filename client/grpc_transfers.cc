@@ -1,8 +1,10 @@
 // GrpcPsClient's pushes and pulls (client/grpc_ps_client.h): the transfer
 // schedule.
 //
-// Every push and pull is cut into requests of at most one partition's bytes
-// per server (client/ps_requests.h). Requests wait in two queues, pushes
+// Every push and pull is cut into keys of at most one partition, and each
+// server's keys into requests (client/ps_requests.h): pushes of up to
+// push_request_bytes, fetches of up to fetch_request_bytes (a partition's by
+// default). Requests wait in two queues, pushes
 // (outgoing bytes) and fetched weights (incoming bytes), each ordered by
 // (step, the request's first tensor): the tensors the next forward pass
 // needs first go first, in both directions (P3, ByteScheduler). Each queue
@@ -66,7 +68,7 @@ ServerConnection::Attempt RawPushAttempt(std::shared_ptr<RawPush> req, std::shar
 
 }  // namespace
 
-// Pushes: 512 KB in flight (about 4 ms of a 1 Gbit/s link) keeps the
+// Pushes: 512 KB in flight at least (about 4 ms of a 1 Gbit/s link) keeps the
 // uplink busy between acknowledgements. Fetched weights: 256 KB, so that
 // the weights the next forward needs first wait behind less of this
 // worker's own earlier fetches in the servers' sockets and the switch's
@@ -83,10 +85,13 @@ ServerConnection::Attempt RawPushAttempt(std::shared_ptr<RawPush> req, std::shar
 // at once, where 256 KB requests in a 512 KB window cost sync N = 8
 // efficiency (bench/results/request_bytes.txt).
 namespace {
-// At least a partition; at most half the message limit, so that a request
-// with its header always fits.
+// What was asked, held to half the message limit (room for the header) and,
+// with a window set by hand, to half of it (two requests in flight); and a
+// partition's values at least, in the wire's encoding.
 int64_t RequestCap(int64_t asked, const ClientOptions& options) {
-  return std::max(std::min(asked, options.max_message_bytes / 2), options.job.partition_bytes);
+  int64_t cap = std::min(asked, options.max_message_bytes / 2);
+  if (options.in_flight_bytes > 0) cap = std::min(cap, options.in_flight_bytes / 2);
+  return std::max(cap, options.job.partition_bytes / 4 * ValueBytes(options.wire_dtype));
 }
 }  // namespace
 

@@ -52,12 +52,14 @@ struct ClientOptions {
   // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
   // queue, earliest layer first (client/transfer_queue.h). 0: automatic
   // (512 KB of pushes, 256 KB of fetched weights, and two requests'
-  // bytes at least: client/grpc_transfers.cc); negative: no limit.
+  // bytes at least, so 2 MB of pushes by default: client/grpc_transfers.cc);
+  // negative: no limit.
   int64_t in_flight_bytes = 0;
   // The most bytes one request carries: a server's chunks of one transfer,
   // in tensor order, share requests up to this many bytes (a larger chunk
   // goes alone), pushes and fetched weights each their own; a partition's
-  // bytes at least (0: one partition), half of max_message_bytes at most.
+  // values at least (0: one partition), half of max_message_bytes (and of
+  // a positive in_flight_bytes) at most.
   // Pushes share by default (fewer calls, the same efficiency,
   // docs/performance.md); fetches do not, so the weights the next forward
   // pass waits for queue behind fewer bytes.

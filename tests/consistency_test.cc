@@ -86,6 +86,15 @@ TEST_CASE("sync: keys that share a request each land where they belong, both way
   for (size_t t = 0; t < w.size(); ++t) {
     for (size_t i = 0; i < w[t].size(); ++i) REQUIRE(w[t][i] == 99 * grads[t][i]);
   }
+  // Each server's keys (44 and 36 bytes) went in one push with 48-byte
+  // requests, in one per key without.
+  for (int s = 0; s < 2; ++s) {
+    if (request_bytes == 48) {
+      CHECK(cluster.core(s)->Stats().pushes == 1);
+    } else {
+      CHECK(cluster.core(s)->Stats().pushes > 1);
+    }
+  }
 }
 
 TEST_CASE("sync: a pull waits for its version, up to its deadline", "[sync]") {

@@ -114,8 +114,8 @@ TEST_CASE("without a budget every transfer starts at once", "[transfer_queue]") 
   CHECK(started == 5);
 }
 
-TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights, two requests at least; "
-          "in_flight_bytes sets both",
+TEST_CASE("automatic windows: 512 KB of pushes and 256 KB of fetched weights at least, two requests at least "
+          "(2 MB of pushes by default); in_flight_bytes sets both",
           "[transfer_queue]") {
   ClientOptions o;
   // By default a push request carries up to 1 MB, a fetch one partition.
@@ -160,6 +160,22 @@ TEST_CASE("automatic windows: 512 KB of pushes, 256 KB of fetched weights, two r
   o.in_flight_bytes = 1 << 20;
   CHECK(PushBudget(o).total == 1 << 20);
   CHECK(FetchBudget(o).total == 1 << 20);
+}
+
+TEST_CASE("a request is held to half a window set by hand, and is a partition's values at least on the wire",
+          "[transfer_queue]") {
+  ClientOptions o;
+  o.job.partition_bytes = 32 << 10;
+  o.in_flight_bytes = 512 << 10;  // two 256 KB requests, not one 1 MB push alone
+  CHECK(PushRequestBytes(o) == 256 << 10);
+  o.in_flight_bytes = 16 << 10;  // below a partition: a partition still
+  CHECK(PushRequestBytes(o) == 32 << 10);
+  o.in_flight_bytes = -1;  // no window: no hold
+  CHECK(PushRequestBytes(o) == 1 << 20);
+  // bfloat16 halves a partition's bytes on the wire: a fetch is still one key.
+  o.wire_dtype = wire::DTYPE_BFLOAT16;
+  o.fetch_request_bytes = 0;
+  CHECK(FetchRequestBytes(o) == 16 << 10);
 }
 
 }  // namespace
