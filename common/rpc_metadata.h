@@ -2,15 +2,25 @@
 #ifndef SHARDPS_COMMON_RPC_METADATA_H_
 #define SHARDPS_COMMON_RPC_METADATA_H_
 
+#include <grpcpp/support/string_ref.h>
+
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 
 namespace shardps {
+
+// Metadata to send, as (key, value) pairs, and metadata received (a
+// request's client metadata or an answer's trailing metadata).
+using MetadataPairs = std::vector<std::pair<std::string, std::string>>;
+using ReceivedMetadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
 // Trailing metadata key: the answering server's incarnation, 16 hex digits.
 inline constexpr char kIncarnationKey[] = "shardps-incarnation";

@@ -23,6 +23,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/rpc_metadata.h"
 #include "common/security.h"
 #include "proto/shardps.grpc.pb.h"
 #include "server/replica_link.h"
@@ -52,9 +53,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   // The server's view of the job's servers (server/view_metadata.h): `ours`
   // gives the metadata of every call, `theirs` takes a peer's answer's
   // trailing metadata. Before the first Send.
-  using Metadata = std::vector<std::pair<std::string, std::string>>;
-  using Trailing = std::multimap<grpc::string_ref, grpc::string_ref>;
-  void SetViewExchange(std::function<Metadata()> ours, std::function<void(const Trailing&)> theirs) {
+  void SetViewExchange(std::function<MetadataPairs()> ours, std::function<void(const ReceivedMetadata&)> theirs) {
     view_ours_ = std::move(ours);
     view_theirs_ = std::move(theirs);
   }
@@ -86,8 +85,8 @@ class GrpcReplicaLink final : public ReplicaLink {
 
   const ReplicaLinkOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  std::function<Metadata()> view_ours_;
-  std::function<void(const Trailing&)> view_theirs_;
+  std::function<MetadataPairs()> view_ours_;
+  std::function<void(const ReceivedMetadata&)> view_theirs_;
   absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> moved_ ABSL_GUARDED_BY(mu_);  // Readdress: where a server joined anew

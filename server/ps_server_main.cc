@@ -250,7 +250,7 @@ int Run(ShutdownSignal& signal) {
   ParameterServer* const served = core->get();  // the host owns it from here on, and outlives the link
   if (link != nullptr) {
     link->SetViewExchange([served] { return ViewMetadata(*served); },
-                          [served](const GrpcReplicaLink::Trailing& trailing) { NoteViewMetadata(trailing, *served); });
+                          [served](const ReceivedMetadata& trailing) { NoteViewMetadata(trailing, *served); });
   }
   HostOptions host_options;
   host_options.address = absl::GetFlag(FLAGS_bind_address);

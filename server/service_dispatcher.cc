@@ -1,7 +1,5 @@
 #include "server/service_dispatcher.h"
 
-#include "server/view_metadata.h"
-
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
@@ -9,6 +7,7 @@
 #include "common/tensor_frame.h"
 #include "server/ps_service.h"
 #include "server/raw_tensor_service.h"
+#include "server/view_metadata.h"
 
 namespace shardps {
 namespace {

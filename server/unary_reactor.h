@@ -20,10 +20,10 @@
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
-#include "server/view_metadata.h"
 #include "common/trace.h"
 #include "proto/shardps.pb.h"
 #include "server/parameter_server.h"
+#include "server/view_metadata.h"
 
 namespace shardps {
 

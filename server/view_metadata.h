@@ -5,20 +5,11 @@
 #ifndef SHARDPS_SERVER_VIEW_METADATA_H_
 #define SHARDPS_SERVER_VIEW_METADATA_H_
 
-#include <grpcpp/grpcpp.h>
-
-#include <map>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "common/replica_map.h"
+#include "common/rpc_metadata.h"
 #include "server/parameter_server.h"
 
 namespace shardps {
-
-using MetadataPairs = std::vector<std::pair<std::string, std::string>>;
-using ReceivedMetadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
 // (key, value) pairs to send: none while nothing happened to any server.
 MetadataPairs ViewMetadata(const ParameterServer& core);

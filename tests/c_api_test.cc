@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -113,23 +114,21 @@ TEST_CASE("the C API refuses bad input with a code and a message, and the server
   CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("null"));
 
   ShardpsClientHandle c = nullptr;
-  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --bogus=1", 2, kNames, kNdims, kDims, &c) == SHARDPS_ERROR);
-  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("unknown client option '--bogus=1'"));
-  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --async_prefetch=maybe", 2, kNames, kNdims, kDims, &c) ==
-        SHARDPS_ERROR);
-  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("option --async_prefetch=maybe: want true or false"));
-  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --http2_bdp_probe=off", 2, kNames, kNdims, kDims, &c) ==
-        SHARDPS_ERROR);
-  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("option --http2_bdp_probe=off: want true or false"));
-  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --push_request_bytes=-5", 2, kNames, kNdims, kDims, &c) ==
-        SHARDPS_ERROR);
-  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("push_request_bytes is -5; want 0 (one partition) or more"));
-  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --fetch_request_bytes=1e3", 2, kNames, kNdims, kDims, &c) ==
-        SHARDPS_ERROR);
-  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("option --fetch_request_bytes=1e3: want an integer"));
-  CHECK(ShardpsClientCreate("--servers=127.0.0.1:1 --tcp_congestion=no-such-cc", 2, kNames, kNdims, kDims, &c) ==
-        SHARDPS_ERROR);
-  CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("--tcp_congestion='no-such-cc' cannot be set here"));
+  // Each bad option, and what the error says.
+  const std::pair<const char*, const char*> bad_options[] = {
+      {"--bogus=1", "unknown client option '--bogus=1'"},
+      {"--async_prefetch=maybe", "option --async_prefetch=maybe: want true or false"},
+      {"--http2_bdp_probe=off", "option --http2_bdp_probe=off: want true or false"},
+      {"--push_request_bytes=-5", "push_request_bytes is -5; want 0 (one partition) or more"},
+      {"--fetch_request_bytes=1e3", "option --fetch_request_bytes=1e3: want an integer"},
+      {"--tcp_congestion=no-such-cc", "--tcp_congestion='no-such-cc' cannot be set here"},
+  };
+  for (const auto& [option, error] : bad_options) {
+    INFO(option);
+    const std::string config = absl::StrCat("--servers=127.0.0.1:1 ", option);
+    CHECK(ShardpsClientCreate(config.c_str(), 2, kNames, kNdims, kDims, &c) == SHARDPS_ERROR);
+    CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains(error));
+  }
   CHECK(ShardpsClientCreate("--rank=0", 2, kNames, kNdims, kDims, &c) == SHARDPS_ERROR);
   CHECK_THAT(std::string(ShardpsLastError()), Catch::Contains("no servers"));
   const char* const twice[] = {"w", "w"};

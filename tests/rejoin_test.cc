@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <map>
-#include <utility>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tests/lockstep_training.h"

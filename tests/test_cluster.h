@@ -188,7 +188,7 @@ class TestCluster {
     if (links_[s] != nullptr) {  // as ps_server_main does
       ParameterServer* served = core->get();
       links_[s]->SetViewExchange([served] { return ViewMetadata(*served); },
-                                 [served](const GrpcReplicaLink::Trailing& t) { NoteViewMetadata(t, *served); });
+                                 [served](const ReceivedMetadata& t) { NoteViewMetadata(t, *served); });
     }
     HostOptions h = host_;
     h.port = port;
