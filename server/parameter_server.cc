@@ -179,8 +179,13 @@ absl::Status ParameterServerImpl::ValidatePush(int rank, int64_t step, const std
 
 absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
     uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) {
-  const FlushDenormals flush;  // gradient sums and the optimizer
   absl::ReaderMutexLock state(&rewind_mu_);
+  return ApplyPush(session, step, chunks);
+}
+
+absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::ApplyPush(
+    uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) {
+  const FlushDenormals flush;  // gradient sums and the optimizer
   absl::StatusOr<int> rank = AdmitTraffic(session, "push");
   if (!rank.ok()) return rank.status();
   // Validate everything before touching any key.
@@ -317,6 +322,7 @@ bool ParameterServerImpl::OwnPushApplied(const PendingPull& pull) {
 }
 
 void ParameterServerImpl::CompletePull(PendingPull pull) {
+  if (pull.push_ack) return pull.done(std::vector<PulledChunk>{});
   std::vector<PulledChunk> out;
   out.reserve(pull.keys.size());
   for (const ChunkKey& key : pull.keys) {

@@ -151,6 +151,18 @@ class ParameterServer {
   virtual absl::StatusOr<std::vector<wire::PushOutcome>> Push(
       uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) = 0;
 
+  // Push, with its answer (what the transport acknowledges) given to `done`:
+  // at once, except in sync with --replicas > 1, where it waits until the
+  // next copy of every key pushed holds every step before `step` (DESIGN.md,
+  // "Replication"). A worker keeps only its last step's pushes to send again
+  // at a failover (client/failover.h); this bounds how far the backup may be
+  // behind them whether or not the worker pulls. `done` is called once, as
+  // Pull()'s is (deadline, rewind, shutdown); `chunks` only until Push
+  // returns.
+  using PushDone = std::function<void(absl::StatusOr<std::vector<wire::PushOutcome>>)>;
+  virtual void Push(uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks, absl::Time deadline,
+                    PushDone done) = 0;
+
   // Calls `done` exactly once, on this thread when the pull is ready now or
   // has an error, otherwise later on the thread that makes it ready or on the
   // housekeeping thread at `deadline` (DEADLINE_EXCEEDED), at a rewind
@@ -172,6 +184,11 @@ class ParameterServer {
                                                                   const RowPayload& grads) = 0;
   virtual void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
                         absl::string_view ids, absl::Time deadline, SparseStore::PartsDone done) = 0;
+  // PushRows, answered through `done` as Push's callback form is: in sync
+  // with --replicas > 1 once the next copy holds every step of the parts'
+  // tables before `step`.
+  virtual void PushRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
+                        const RowPayload& grads, absl::Time deadline, PushDone done) = 0;
 
   // Returns the current step.
   virtual absl::StatusOr<int64_t> Heartbeat(uint64_t session) = 0;

@@ -1,7 +1,10 @@
 // Private to server/: the ParameterServer core's implementation, declared
-// once and defined in two files: parameter_server.cc (the requests workers
-// send) and parameter_server_recovery.cc (start-up restore, rewinds,
-// housekeeping, checkpoints and shutdown). Callers use parameter_server.h.
+// once and defined in several files: parameter_server.cc (the requests
+// workers send), parameter_server_acks.cc (when a push is acknowledged),
+// parameter_server_rows.cc (sparse tables' rows), parameter_server_recovery.cc
+// (start-up restore, rewinds, housekeeping, checkpoints and shutdown),
+// parameter_server_replication.cc and parameter_server_join.cc (copies on a
+// second server), parameter_server_stats.cc. Callers use parameter_server.h.
 #ifndef SHARDPS_SERVER_PARAMETER_SERVER_IMPL_H_
 #define SHARDPS_SERVER_PARAMETER_SERVER_IMPL_H_
 
@@ -41,6 +44,8 @@ class ParameterServerImpl final : public ParameterServer {
                                          const std::vector<ChunkPayload>& chunks) override;
   absl::StatusOr<std::vector<wire::PushOutcome>> Push(
       uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) override;
+  void Push(uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks, absl::Time deadline,
+            PushDone done) override;
   void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, bool after_own_push,
             absl::Time deadline, PullDone done) override;
   absl::StatusOr<std::vector<wire::PushOutcome>> PushRows(uint64_t session, int64_t step,
@@ -48,6 +53,8 @@ class ParameterServerImpl final : public ParameterServer {
                                                           const RowPayload& grads) override;
   void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, absl::string_view ids,
                 absl::Time deadline, SparseStore::PartsDone done) override;
+  void PushRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, const RowPayload& grads,
+                absl::Time deadline, PushDone done) override;
   absl::StatusOr<int64_t> Heartbeat(uint64_t session) override;
   absl::StatusOr<RewindResult> Rewind(int64_t step, int64_t timeline, const std::vector<RestartedServer>& restarted) override;
   void Tick() override;
@@ -81,6 +88,19 @@ class ParameterServerImpl final : public ParameterServer {
   int64_t CurrentStep(int rank);
   absl::Status ValidatePush(int rank, int64_t step, const std::vector<ChunkPayload>& chunks,
                             std::vector<KeyState*>& states);
+  // Push and PushRows, under rewind_mu_ (shared). ApplyPushRows returns
+  // the store the rows went to and sets `outcomes`; the caller flushes the
+  // replicas it queued.
+  absl::StatusOr<std::vector<wire::PushOutcome>> ApplyPush(uint64_t session, int64_t step,
+                                                          const std::vector<ChunkPayload>& chunks)
+      ABSL_SHARED_LOCKS_REQUIRED(rewind_mu_);
+  absl::StatusOr<SparseStore*> ApplyPushRows(uint64_t session, int64_t step,
+                                             const std::vector<SparseStore::Part>& parts, const RowPayload& grads,
+                                             std::vector<wire::PushOutcome>* outcomes)
+      ABSL_SHARED_LOCKS_REQUIRED(rewind_mu_);
+  // Sync with --replicas > 1: a push's acknowledgement waits for the next
+  // copy (parameter_server_acks.cc).
+  bool HoldsPushAcks() const { return options_.job.mode == Mode::kSync && Replicating(); }
 
   // Runs the optimizer over the key with `grad` and counts a version.
   // Runs the optimizer over the key with `grad` (its learning rate times

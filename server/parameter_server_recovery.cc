@@ -161,6 +161,12 @@ void ParameterServerImpl::Tick() {
   if (initialized_) FlushReplicas();
   for (PendingPull& p : waiters_.TakeExpired(clock_->Now())) {
     refused_.fetch_add(1);
+    if (p.push_ack) {
+      p.done(absl::DeadlineExceededError(absl::StrCat("push of step ", p.step, " on server ", options_.server_id,
+                                                      ": the keys' next copy lacked the steps before it by the "
+                                                      "push's deadline")));
+      continue;
+    }
     p.done(absl::DeadlineExceededError(absl::StrCat("pull for step ", p.step, " by worker ", p.rank,
                                                     " not ready by its deadline on server ", options_.server_id)));
   }

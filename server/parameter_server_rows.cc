@@ -77,31 +77,41 @@ absl::StatusOr<SparseStore*> ParameterServerImpl::RowStoreFor(const std::vector<
 
 absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::PushRows(
     uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, const RowPayload& grads) {
-  absl::StatusOr<std::vector<wire::PushOutcome>> outcomes;
+  std::vector<wire::PushOutcome> outcomes;
   {
     absl::ReaderMutexLock state(&rewind_mu_);
-    absl::StatusOr<int> rank = AdmitTraffic(session, "push of rows");
-    if (!rank.ok()) return rank.status();
-    if (step < 0) return Refuse(absl::InvalidArgumentError(absl::StrCat("push step is ", step, "; want >= 0")));
-    absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
-    if (!store.ok()) return Refuse(store.status());
-    const absl::Time start = clock_->Now();
-    outcomes = (*store)->PushParts(*rank, step, parts, grads);
-    if (!outcomes.ok()) return Refuse(outcomes.status());
-    const bool applied = std::any_of(outcomes->begin(), outcomes->end(),
-                                     [](wire::PushOutcome o) { return o != wire::PUSH_DUPLICATE; });
-    if (options_.job.mode != Mode::kSync && ServedKeys() == 0 && applied) {
-      // A server of rows and no dense keys: a worker's push of rows for a
-      // step finishes that step here (its clock, for ssp and checkpoints).
-      membership_.AdvanceClock(*rank, step + 1);
-      sparse_.WakeReady();
-    }
-    pushes_.fetch_add(1);
-    bytes_pushed_.fetch_add(static_cast<int64_t>(grads.ids.size() + grads.rows.size()));
-    apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(clock_->Now() - start));
+    absl::Status pushed = ApplyPushRows(session, step, parts, grads, &outcomes).status();
+    if (!pushed.ok()) return pushed;
   }
   FlushReplicas();  // the rows of a step this push completed
   return outcomes;
+}
+
+absl::StatusOr<SparseStore*> ParameterServerImpl::ApplyPushRows(uint64_t session, int64_t step,
+                                                               const std::vector<SparseStore::Part>& parts,
+                                                               const RowPayload& grads,
+                                                               std::vector<wire::PushOutcome>* outcomes) {
+  absl::StatusOr<int> rank = AdmitTraffic(session, "push of rows");
+  if (!rank.ok()) return rank.status();
+  if (step < 0) return Refuse(absl::InvalidArgumentError(absl::StrCat("push step is ", step, "; want >= 0")));
+  absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
+  if (!store.ok()) return Refuse(store.status());
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<std::vector<wire::PushOutcome>> pushed = (*store)->PushParts(*rank, step, parts, grads);
+  if (!pushed.ok()) return Refuse(pushed.status());
+  const bool applied = std::any_of(pushed->begin(), pushed->end(),
+                                   [](wire::PushOutcome o) { return o != wire::PUSH_DUPLICATE; });
+  if (options_.job.mode != Mode::kSync && ServedKeys() == 0 && applied) {
+    // A server of rows and no dense keys: a worker's push of rows for a
+    // step finishes that step here (its clock, for ssp and checkpoints).
+    membership_.AdvanceClock(*rank, step + 1);
+    sparse_.WakeReady();
+  }
+  pushes_.fetch_add(1);
+  bytes_pushed_.fetch_add(static_cast<int64_t>(grads.ids.size() + grads.rows.size()));
+  apply_nanos_.fetch_add(absl::ToInt64Nanoseconds(clock_->Now() - start));
+  *outcomes = *std::move(pushed);
+  return store;
 }
 
 void ParameterServerImpl::PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,

@@ -132,14 +132,23 @@ absl::StatusOr<wire::InitResponse> Init(ParameterServer* core, const wire::InitR
   return resp;
 }
 
-absl::StatusOr<wire::PushResponse> Push(ParameterServer* core, const wire::PushRequest& req) {
-  absl::StatusOr<std::vector<wire::PushOutcome>> outcomes =
-      core->Push(req.session_id(), req.step(), PayloadsOf(req.chunks()));
-  if (!outcomes.ok()) return outcomes.status();
-  wire::PushResponse resp;
-  for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
-  return resp;
-}
+// Push in plain protobuf, answered when the core acknowledges it (at once
+// but in sync with --replicas > 1: ParameterServer::Push).
+class PushReactor final : public ProtoReactor<wire::PushRequest> {
+ public:
+  using ProtoReactor::ProtoReactor;
+
+ private:
+  void Serve(const wire::PushRequest& req) override {
+    core_->Push(req.session_id(), req.step(), PayloadsOf(req.chunks()), Deadline(),
+                [this](absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) {
+                  if (!outcomes.ok()) return Reply(outcomes.status());
+                  wire::PushResponse resp;
+                  for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
+                  Reply(absl::OkStatus(), MessageBuffer(resp));
+                });
+  }
+};
 
 absl::StatusOr<wire::HeartbeatResponse> Heartbeat(ParameterServer* core, const wire::HeartbeatRequest& req) {
   absl::StatusOr<int64_t> step = core->Heartbeat(req.session_id());
@@ -282,7 +291,6 @@ grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallback
   const absl::string_view name = absl::string_view(m).substr(kPrefix.size());
   if (name == "Register") return Immediate(ctx, core, &Register);
   if (name == "Init") return Immediate(ctx, core, &Init);
-  if (name == "Push") return Immediate(ctx, core, &Push);
   if (name == "Heartbeat") return Immediate(ctx, core, &Heartbeat);
   if (name == "Rewind") return Immediate(ctx, core, &Rewind);
   if (name == "Replicate") return Immediate(ctx, core, &Replicate);
@@ -291,6 +299,7 @@ grpc::ServerGenericBidiReactor* NewParameterServiceReactor(grpc::GenericCallback
   UnaryReactor* r = nullptr;
   if (name == "Admin") r = new AdminReactor(ctx, core, stop);
   if (name == "Pull") r = new PullReactor(ctx, core);
+  if (name == "Push") r = new PushReactor(ctx, core);
   if (r != nullptr) r->Start();
   return r;
 }

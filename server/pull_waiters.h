@@ -1,6 +1,8 @@
 // Pulls that wait: in sync mode for a key version, in ssp mode for the
-// slowest worker's clock. A pull is added unless it is ready already, checked
-// under the same lock that later pokes take, so no wake-up is lost.
+// slowest worker's clock; and sync pushes' acknowledgements, which wait for
+// the keys' next copy (PendingPull::push_ack). A pull is added unless it is
+// ready already, checked under the same lock that later pokes take, so no
+// wake-up is lost.
 //
 // Thread-safe. The completion callbacks are never run here: the Take*
 // methods hand pulls back to the caller, which completes them without locks.
@@ -25,6 +27,9 @@ struct PendingPull {
   bool after_own_push = false;  // async, ssp: also wait for this worker's push of step - 1
   absl::Time deadline;
   ParameterServer::PullDone done;
+  // A sync push's acknowledgement, held until the keys' next copy has
+  // version `step` (ParameterServer::Push): it reads and counts nothing.
+  bool push_ack = false;
 };
 
 class PullWaiters {

@@ -62,14 +62,17 @@ class PushRowsReactor final : public UnaryReactor {
         &req);
     if (!parsed.ok()) return Refuse(parsed);
     const absl::string_view row_bytes(reinterpret_cast<const char*>(rows.data()), row_size);
-    absl::StatusOr<std::vector<wire::PushOutcome>> outcomes =
-        core_->PushRows(req.session_id(), req.step(), PartsOf(req.parts(), req.table(), ids.size()),
-                        RowPayload{ids, row_bytes, req.dtype(), &rows});
-    if (!outcomes.ok()) return Reply(outcomes.status());
-    wire::PushRowsResponse resp;
-    if (!outcomes->empty()) resp.set_outcome(outcomes->front());
-    for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
-    Reply(absl::OkStatus(), MessageBuffer(resp));
+    // The rows are read (or taken) before PushRows returns; the answer may
+    // come later (sync with --replicas > 1: ParameterServer::PushRows).
+    core_->PushRows(req.session_id(), req.step(), PartsOf(req.parts(), req.table(), ids.size()),
+                    RowPayload{ids, row_bytes, req.dtype(), &rows}, Deadline(),
+                    [this](absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) {
+                      if (!outcomes.ok()) return Reply(outcomes.status());
+                      wire::PushRowsResponse resp;
+                      if (!outcomes->empty()) resp.set_outcome(outcomes->front());
+                      for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
+                      Reply(absl::OkStatus(), MessageBuffer(resp));
+                    });
   }
 };
 

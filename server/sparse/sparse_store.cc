@@ -265,9 +265,10 @@ bool SparseStore::Ready(const WaitingPull& pull) const {
   const TableState& t = *tables_[pull.table];
   switch (options_.mode) {
     case Mode::kSync: {
-      // With a copy to wait for: no pull reads a version it lacks.
+      // With a copy to wait for: no pull reads a version it lacks; a push's
+      // acknowledgement waits for the steps before its own.
       const int64_t version = t.version.load();
-      return version >= pull.step && CopyHas(t, version);
+      return version >= pull.step && CopyHas(t, pull.ack_only ? pull.step : version);
     }
     case Mode::kSsp:
       return options_.min_live_clock() >= pull.step - options_.staleness && CopyHas(t, pull.copy_wait);
@@ -281,6 +282,7 @@ void SparseStore::Answer(WaitingPull& pull) {
   TableState& t = *tables_[pull.table];
   PulledRows out;
   out.version = t.version.load();
+  if (pull.ack_only) return pull.done(std::move(out));
   out.rows.resize(pull.ids.size() * static_cast<size_t>(t.table.dim()));
   t.table.Read(pull.ids.data(), pull.ids.size(), out.rows.data());
   t.pulls.fetch_add(1, std::memory_order_relaxed);
@@ -300,7 +302,7 @@ void SparseStore::Pull(int rank, int64_t step, uint32_t table, absl::string_view
 }
 
 void SparseStore::PullDecoded(WaitingPull pull) {
-  NoteStep(*tables_[pull.table], pull.step);
+  if (!pull.ack_only) NoteStep(*tables_[pull.table], pull.step);
   pull.copy_wait = tables_[pull.table]->version.load();
   {
     absl::MutexLock lock(&waiting_mu_);
@@ -372,8 +374,10 @@ void SparseStore::Tick(absl::Time now) {
     }
   }
   for (WaitingPull& p : expired) {
-    p.done(absl::DeadlineExceededError(absl::StrCat("pull of table ", p.table, " rows for step ", p.step,
-                                                    " waited past its deadline")));
+    p.done(absl::DeadlineExceededError(absl::StrCat(p.ack_only ? "the acknowledgement of a push of table " : "pull of table ",
+                                                    p.table, " rows for step ", p.step,
+                                                    p.ack_only ? " waited past its deadline for the table's next copy"
+                                                               : " waited past its deadline")));
   }
 }
 

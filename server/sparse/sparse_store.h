@@ -141,6 +141,12 @@ class SparseStore {
   // Replication: the next copy holds `table` at `version` (sync pulls may
   // now read it).
   void NoteCopied(uint32_t table, int64_t version);
+  // Sync, with a copy to wait for: calls `done` once every table of `parts`
+  // has version `step` or later and the next copy has acknowledged `step`
+  // (a sync push's acknowledgement, ParameterServer::PushRows); as Pull()
+  // calls it (deadline, shutdown). Reads and counts nothing.
+  void AwaitCopied(int64_t step, const std::vector<Part>& parts, absl::Time deadline,
+                   std::function<void(absl::Status)> done);
   // The copy's side: rows as their primary left them (as on_step_applied
   // gives them), installed whole; the table's version becomes theirs if
   // that is newer, and the pushes they include count as done (a push of
@@ -184,6 +190,7 @@ class SparseStore {
     absl::Time deadline;
     RowsDone done;
     int64_t copy_wait = 0;  // async, ssp with a copy: the version it must have first
+    bool ack_only = false;  // AwaitCopied: reads nothing
   };
 
   // A push checked and decoded, to apply.

@@ -2,8 +2,9 @@
 // hands each update's rows to its server (a sync step's in FinishStep, an
 // async or ssp push's in ApplyPushForCopy: SparseStoreOptions.on_step_applied),
 // which forwards them to the next copy (server/parameter_server_rows.cc);
-// here the acknowledgement that lets pulls read that version, the copy's
-// install of the rows it receives, and the whole copy for a joining server.
+// here the acknowledgement that lets pulls read that version (and a sync
+// push be acknowledged: AwaitCopied), the copy's install of the rows it
+// receives, and the whole copy for a joining server.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,41 @@ void SparseStore::NoteCopied(uint32_t table, int64_t version) {
   for (int64_t seen = (*t)->copied.load(); version > seen && !(*t)->copied.compare_exchange_weak(seen, version);) {
   }
   WakeReady();
+}
+
+void SparseStore::AwaitCopied(int64_t step, const std::vector<Part>& parts, absl::Time deadline,
+                              std::function<void(absl::Status)> done) {
+  std::vector<uint32_t> tables;
+  for (const Part& p : parts) {
+    if (TableAt(p.table).ok() && std::find(tables.begin(), tables.end(), p.table) == tables.end()) {
+      tables.push_back(p.table);
+    }
+  }
+  if (tables.empty()) return done(absl::OkStatus());
+  // The last table's answer (or the first error) calls `done`.
+  struct Gather {
+    absl::Mutex mu;
+    size_t left;
+    absl::Status error;
+    std::function<void(absl::Status)> done;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->left = tables.size();
+  gather->done = std::move(done);
+  for (uint32_t table : tables) {
+    WaitingPull wait{table, step, {}, deadline, [gather](absl::StatusOr<PulledRows> got) {
+                       absl::Status error;
+                       {
+                         absl::MutexLock lock(&gather->mu);
+                         if (!got.ok() && gather->error.ok()) gather->error = got.status();
+                         if (--gather->left > 0) return;
+                         error = gather->error;
+                       }
+                       gather->done(error);
+                     }};
+    wait.ack_only = true;
+    PullDecoded(std::move(wait));
+  }
 }
 
 absl::Status SparseStore::InstallCopy(const RowsReplica& copy) {

@@ -1,0 +1,207 @@
+// DESIGN.md "Replication": in sync with --replicas=2 a push of step t is
+// acknowledged only once the next copy of its keys (or tables) holds every
+// step before t. A worker keeps its last step's pushes only, so that is all
+// a failover can need, whether the worker pulls or not. A server core on a
+// manual clock, with a replica link whose sends the test answers by hand.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <list>
+#include <optional>
+#include <vector>
+
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+using Outcomes = absl::StatusOr<std::vector<wire::PushOutcome>>;
+
+// Keeps every send until the test answers it, oldest first.
+class HandLink final : public ReplicaLink {
+ public:
+  void SetPeers(const std::vector<std::string>&) override {}
+  void Send(int, int, std::vector<ReplicaUpdate>, std::function<void(absl::Status)> done) override {
+    absl::MutexLock lock(&mu_);
+    sends_.push_back(std::move(done));
+  }
+  void SendRows(int, int, std::vector<RowsReplica>, std::function<void(absl::Status)> done) override {
+    absl::MutexLock lock(&mu_);
+    sends_.push_back(std::move(done));
+  }
+  // Answers the oldest send with `status`; false when none waits.
+  bool AnswerOldest(const absl::Status& status = absl::OkStatus()) {
+    std::function<void(absl::Status)> done;
+    {
+      absl::MutexLock lock(&mu_);
+      if (sends_.empty()) return false;
+      done = std::move(sends_.front());
+      sends_.pop_front();
+    }
+    done(status);
+    return true;
+  }
+  size_t waiting() {
+    absl::MutexLock lock(&mu_);
+    return sends_.size();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::list<std::function<void(absl::Status)>> sends_ ABSL_GUARDED_BY(mu_);
+};
+
+constexpr int kServers = 2;
+
+Layout TableLayout() {
+  Layout l = SmallLayout();
+  TableSpec t;
+  t.name = "emb";
+  t.dim = 2;
+  l.tables.push_back(t);
+  return l;
+}
+
+// Server 0 of 2 with --replicas=2 and one worker: it serves its own keys and
+// rows and backs up server 1's; its copies go to server 1 through `link`.
+class Server0 {
+ public:
+  explicit Server0(Mode mode) {
+    ServerOptions o = SyncOptions(kServers, 1);
+    o.job.mode = mode;
+    o.job.replicas = 2;
+    o.replica_link = &link_;
+    auto core = ParameterServer::Create(o, &clock_);
+    REQUIRE(core.ok());
+    core_ = *std::move(core);
+    JobView view = o.job;
+    view.layout_hash = LayoutHash(TableLayout());
+    auto reg = core_->Register(0, view, std::nullopt);
+    REQUIRE(reg.ok());
+    session_ = reg->session_id;
+    std::vector<ChunkPayload> init;
+    for (const ChunkInfo& c : map_.chunks()) init.push_back({c.key, wire::DTYPE_FLOAT32, {Floats(c.length, 0)}});
+    REQUIRE(core_->Init(session_, TableLayout(), init).ok());
+  }
+  // A push of every key server 0 is primary of; its answer lands in *out.
+  void Push(int64_t step, std::optional<Outcomes>* out) {
+    std::vector<ChunkPayload> chunks;
+    for (const ChunkInfo& c : map_.ChunksOfServer(0)) chunks.push_back({c.key, wire::DTYPE_FLOAT32, {Floats(c.length, 1)}});
+    core_->Push(session_, step, chunks, clock_.Now() + absl::Seconds(1), [out](Outcomes o) { *out = std::move(o); });
+  }
+  // A push of rows of table 0 that hash to server 0.
+  void PushRows(int64_t step, std::optional<Outcomes>* out) {
+    std::vector<int64_t> ids;
+    for (int64_t id = 0; ids.size() < 3; ++id) {
+      if (RowServer(id, kServers) == 0) ids.push_back(id);
+    }
+    const absl::string_view id_bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t));
+    core_->PushRows(session_, step, {{0, ids.size(), std::nullopt}},
+                    RowPayload{Keep(id_bytes), Floats(static_cast<int64_t>(ids.size()) * 2, 1)},
+                    clock_.Now() + absl::Seconds(1), [out](Outcomes o) { *out = std::move(o); });
+  }
+  // Moves time on by `d` and runs the housekeeping tick.
+  void Pass(absl::Duration d) {
+    clock_.Advance(d);
+    REQUIRE(core_->Heartbeat(session_).ok());
+    core_->Tick();
+  }
+  ParameterServer& core() { return *core_; }
+  HandLink& link() { return link_; }
+
+ private:
+  absl::string_view Floats(int64_t n, float v) {
+    buffers_.emplace_back(static_cast<size_t>(n) * 4, '\0');
+    std::vector<float> values(n, v);
+    std::memcpy(buffers_.back().data(), values.data(), buffers_.back().size());
+    return buffers_.back();
+  }
+  absl::string_view Keep(absl::string_view bytes) {
+    buffers_.emplace_back(bytes);
+    return buffers_.back();
+  }
+  const KeyMap map_ = *KeyMap::Build(TableLayout(), kServers, kSmallPartitionBytes);
+  HandLink link_;  // outlives the core, which calls it
+  ManualClock clock_;
+  std::unique_ptr<ParameterServer> core_;
+  uint64_t session_ = 0;
+  std::list<std::string> buffers_;
+};
+
+bool AllApplied(const std::optional<Outcomes>& o) {
+  if (!o.has_value() || !o->ok() || (*o)->empty()) return false;
+  for (wire::PushOutcome each : **o) {
+    if (each != wire::PUSH_APPLIED) return false;
+  }
+  return true;
+}
+
+TEST_CASE("sync replicated: a push is acknowledged once the backup holds the steps before it", "[replication]") {
+  Server0 s(Mode::kSync);
+  std::optional<Outcomes> step0, step1, step2, step3, step4;
+  s.Push(0, &step0);
+  CHECK(AllApplied(step0));  // the backup holds version 0 (Init)
+  REQUIRE(s.link().waiting() == 1);  // step 0's copy, not answered yet
+
+  s.Push(1, &step1);  // no pull in between
+  CHECK_FALSE(step1.has_value());
+  REQUIRE(s.link().AnswerOldest());  // the backup has step 0
+  CHECK(AllApplied(step1));
+
+  SECTION("an acknowledgement the copy never gives fails at the push's deadline") {
+    s.Push(2, &step2);  // step 1's copy is not answered
+    s.Pass(absl::Milliseconds(500));
+    CHECK_FALSE(step2.has_value());
+    s.Pass(absl::Milliseconds(600));
+    REQUIRE(step2.has_value());
+    CHECK(step2->status().code() == absl::StatusCode::kDeadlineExceeded);
+    CHECK_THAT(std::string(step2->status().message()), Catch::Contains("next copy"));
+  }
+  SECTION("a backup taken for failed releases it: the keys have one copy") {
+    s.Push(2, &step2);
+    CHECK_FALSE(step2.has_value());
+    REQUIRE(s.link().AnswerOldest(absl::UnavailableError("no answer")));  // step 1's copy
+    CHECK(AllApplied(step2));
+    CHECK(s.core().Stats().under_replicated_keys > 0);
+    s.Push(3, &step3);
+    CHECK(AllApplied(step3));
+  }
+  SECTION("a shutdown answers it") {
+    s.Push(2, &step2);
+    s.core().Shutdown();
+    REQUIRE(step2.has_value());
+    CHECK(step2->status().code() == absl::StatusCode::kUnavailable);
+  }
+}
+
+TEST_CASE("sync replicated: a push of rows is acknowledged once the table's copy holds the steps before it",
+          "[replication][sparse]") {
+  Server0 s(Mode::kSync);
+  std::optional<Outcomes> step0, step1, step2;
+  s.PushRows(0, &step0);
+  CHECK(AllApplied(step0));
+  REQUIRE(s.link().waiting() == 1);
+  s.PushRows(1, &step1);
+  CHECK_FALSE(step1.has_value());
+  REQUIRE(s.link().AnswerOldest());
+  CHECK(AllApplied(step1));
+  s.PushRows(2, &step2);
+  s.Pass(absl::Milliseconds(1100));
+  REQUIRE(step2.has_value());
+  CHECK(step2->status().code() == absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_CASE("async replicated: a push is acknowledged at once, its copy on the way", "[replication]") {
+  Server0 s(Mode::kAsync);
+  std::optional<Outcomes> step0, step1, rows;
+  s.Push(0, &step0);
+  s.Push(1, &step1);
+  s.PushRows(0, &rows);
+  CHECK(AllApplied(step0));
+  CHECK(AllApplied(step1));
+  CHECK(AllApplied(rows));
+  CHECK(s.link().waiting() >= 2);  // the copies, not answered
+}
+
+}  // namespace
+}  // namespace shardps::testing
