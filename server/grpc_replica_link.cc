@@ -51,6 +51,7 @@ RawReplicate FrameOf(std::vector<GrpcReplicaLink::Item>& items) {
       h->set_row_floats(r.row_floats);
       for (int64_t step : r.last_pushed_step) h->add_last_pushed_step(step);
       h->set_copy_done(r.copy_done);
+      if (r.admission != nullptr) h->mutable_admission()->Add(r.admission->begin(), r.admission->end());
       const absl::string_view ids(reinterpret_cast<const char*>(r.ids->data()), r.ids->size() * sizeof(int64_t));
       out.payloads.push_back({r.ids, ids});
       out.payloads.push_back(ShareFloats(r.values));

@@ -2,6 +2,7 @@
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -90,6 +91,12 @@ absl::StatusOr<std::vector<ReplicaUpdate>> RawReplicaUpdates(const wire::Replica
                                                      " need count in [0, payload / row bytes] and row_floats in [1, ",
                                                      kMaxRowFloats, "]"));
     }
+    if ((r.admission_size() != 0 && r.admission_size() != r.count()) ||
+        std::any_of(r.admission().begin(), r.admission().end(), [](int32_t a) { return a < -1; })) {
+      return absl::InvalidArgumentError(absl::StrCat("raw replica rows of table ", r.table(), ": ", r.admission_size(),
+                                                     " admission counts for ", r.count(),
+                                                     " ids; want none or one per id, each -1 or more"));
+    }
     declared += r.count() * (8 + 4 * static_cast<int64_t>(r.row_floats()));
   }
   if (declared != frame.remaining()) {
@@ -124,8 +131,13 @@ std::vector<RowsReplica> RawReplicaRows(const wire::ReplicateRequest& req, Frame
     frame.CopyNext(n * 8, reinterpret_cast<char*>(ids->data()));
     auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(r.row_floats()));
     frame.CopyNext(values->size() * 4, reinterpret_cast<char*>(values->data()));
-    rows.push_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(), std::move(ids), std::move(values),
-                               {r.last_pushed_step().begin(), r.last_pushed_step().end()}, r.copy_done()});
+    RowsReplica& copy = rows.emplace_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(),
+                                                      std::move(ids), std::move(values),
+                                                      {r.last_pushed_step().begin(), r.last_pushed_step().end()},
+                                                      r.copy_done()});
+    if (r.admission_size() > 0) {
+      copy.admission = std::make_shared<const std::vector<int32_t>>(r.admission().begin(), r.admission().end());
+    }
   }
   return rows;
 }

@@ -118,9 +118,15 @@ bool Bitwise(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("replication of rows: a killed server costs no step and changes no bit of the rows",
           "[replication][sparse]") {
+  // With admission at the third push too: the backup counts, as the
+  // primary does, the ids it has not stored yet.
+  const int admit = GENERATE(0, 3);
+  INFO("--row_admit_count=" << admit);
+  ServerOptions options = ReplicatedOptions();
+  options.row_admit_count = admit;
   Trained calm;
   {
-    TestCluster cluster(ReplicatedOptions());
+    TestCluster cluster(options);
     calm = Train(cluster, {});
     for (int s = 0; s < kServers; ++s) {
       const ServerStats st = cluster.core(s)->Stats();
@@ -133,7 +139,7 @@ TEST_CASE("replication of rows: a killed server costs no step and changes no bit
   for (int killed : {0, 1}) {
     for (int at : {0, 3}) {
       INFO("server " << killed << " killed at step " << at);
-      TestCluster cluster(ReplicatedOptions());
+      TestCluster cluster(options);
       const Trained t = Train(cluster, {{at, [&] { cluster.Kill(killed); }}});
       CHECK(Bitwise(t.rows, calm.rows));
       CHECK(t.dense == calm.dense);
@@ -223,7 +229,9 @@ TEST_CASE("replication of rows: a raw Replicate frame of rows that does not add 
   for (size_t i = 0; i < row.size(); ++i) row[i] = 0.25f * static_cast<float>(i + 1);
   const std::string values(reinterpret_cast<const char*>(row.data()), row.size() * 4);
   // A frame from server 0 of one row of `primary`'s, `count` and `floats` declared.
-  auto frame = [&](int primary, int64_t count, int floats, absl::string_view payload = {}) {
+  // `admission`: its admission counts (none: the row is stored).
+  auto frame = [&](int primary, int64_t count, int floats, absl::string_view payload = {},
+                   std::vector<int32_t> admission = {}) {
     wire::ReplicateRequest req;
     req.set_from_server(0);
     wire::ReplicaRows* r = req.add_rows();
@@ -232,6 +240,7 @@ TEST_CASE("replication of rows: a raw Replicate frame of rows that does not add 
     r->set_version(5);
     r->set_count(count);
     r->set_row_floats(floats);
+    for (int32_t a : admission) r->add_admission(a);
     return EncodeFrame(req, {ids, payload.empty() ? absl::string_view(values) : payload});  // borrowed
   };
   auto refused = [&](const grpc::ByteBuffer& f, const char* why) {
@@ -243,6 +252,8 @@ TEST_CASE("replication of rows: a raw Replicate frame of rows that does not add 
   refused(frame(0, 1, 0), "row_floats");
   refused(frame(0, 1, 4, absl::string_view(values).substr(0, 16)), "the table's rows have 8");  // rows of 4 floats
   refused(frame(2, 1, 8), "does not back up");         // server 1 keeps no copy of server 2's rows
+  refused(frame(0, 1, 8, {}, {1, 1}), "admission counts");  // two counts for one id
+  refused(frame(0, 1, 8, {}, {-2}), "admission counts");     // neither stored (-1) nor a count
   // One that adds up is installed: once server 0 is gone, its copy answers with it.
   REQUIRE(cluster.RawCall(1, kRawReplicateMethod, frame(0, 1, 8)).ok());
   cluster.Kill(0);

@@ -23,8 +23,15 @@ struct RowsReplica {
   // Re-replication: the last piece of a whole copy of `primary`'s rows to a
   // joining server (no rows of its own).
   bool copy_done = false;
+  // A table that admits rows by count (--row_admit_count > 1): per id, -1
+  // when the primary stores its row, else how many pushes have counted
+  // toward storing it (its values are then unused: the copy counts, as the
+  // primary does, and stores nothing). Null: every row is stored.
+  std::shared_ptr<const std::vector<int32_t>> admission;
 
-  int64_t Bytes() const { return static_cast<int64_t>(ids->size() * 8 + values->size() * 4); }
+  int64_t Bytes() const {
+    return static_cast<int64_t>(ids->size() * 8 + values->size() * 4 + (admission ? admission->size() * 4 : 0));
+  }
 };
 
 }  // namespace shardps

@@ -151,9 +151,15 @@ wire::PushOutcome SparseStore::ApplyPushForCopy(TableState& t, int rank, int64_t
 RowsReplica SparseStore::CopyOf(TableState& t, const int64_t* ids, size_t n) const {
   auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(t.table.row_floats()));
   t.table.Export(ids, n, values->data());
-  return RowsReplica{options_.server_id, t.index, t.version.load(), t.table.row_floats(),
-                     std::make_shared<const std::vector<int64_t>>(ids, ids + n), std::move(values),
-                     IncludedPushes(t)};
+  RowsReplica copy{options_.server_id, t.index, t.version.load(), t.table.row_floats(),
+                   std::make_shared<const std::vector<int64_t>>(ids, ids + n), std::move(values),
+                   IncludedPushes(t)};
+  if (t.table.admits_by_count()) {
+    auto admission = std::make_shared<std::vector<int32_t>>(n);
+    t.table.ExportAdmission(ids, n, admission->data());
+    copy.admission = std::move(admission);
+  }
+  return copy;
 }
 
 std::vector<int64_t> SparseStore::IncludedPushes(const TableState& t) const {

@@ -69,8 +69,17 @@ absl::Status SparseStore::InstallCopy(const RowsReplica& copy) {
     return absl::InvalidArgumentError(absl::StrCat("copy of table '", t.table.spec().name, "' rows: ", row_floats,
                                                    " floats a row; the table's rows have ", want));
   }
+  const std::vector<int32_t>* admission = copy.admission.get();
+  if (admission != nullptr && admission->size() != ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("copy of table '", t.table.spec().name, "' rows: ",
+                                                   admission->size(), " admission counts for ", ids.size(), " ids"));
+  }
   absl::MutexLock lock(&t.mu);
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (admission != nullptr && (*admission)[i] >= 0 && t.table.admits_by_count()) {
+      t.table.PutWaiting(ids[i], static_cast<uint32_t>((*admission)[i]));  // not stored on the primary either
+      continue;
+    }
     const float* row = values.data() + i * static_cast<size_t>(want);
     t.table.Put(ids[i], row, row + t.table.dim());
   }
@@ -89,19 +98,32 @@ void SparseStore::CopyAll(size_t piece_rows, const std::function<void(RowsReplic
     TableState& t = *tables_[i];
     absl::MutexLock lock(&t.mu);
     const std::vector<int64_t> last_pushed = IncludedPushes(t);
+    const bool counts = t.table.admits_by_count();
     auto ids = std::make_shared<std::vector<int64_t>>();
     auto values = std::make_shared<std::vector<float>>();
+    auto admission = std::make_shared<std::vector<int32_t>>();
     const auto flush = [&](bool last) {
       if (ids->empty() && !last) return;
-      emit(RowsReplica{options_.server_id, t.index, t.version.load(), t.table.row_floats(), std::move(ids),
-                       std::move(values), last_pushed});
+      RowsReplica piece{options_.server_id, t.index, t.version.load(), t.table.row_floats(), std::move(ids),
+                        std::move(values), last_pushed};
+      if (counts) piece.admission = std::move(admission);
+      emit(std::move(piece));
       ids = std::make_shared<std::vector<int64_t>>();
       values = std::make_shared<std::vector<float>>();
+      admission = std::make_shared<std::vector<int32_t>>();
     };
     t.table.ForEach([&](int64_t id, const float* row, const float* slots) {
       ids->push_back(id);
       values->insert(values->end(), row, row + t.table.dim());
       values->insert(values->end(), slots, slots + t.table.slot_floats());
+      if (counts) admission->push_back(-1);
+      if (ids->size() >= piece_rows) flush(false);
+    });
+    // Ids counted toward admission: their counts (values unused).
+    t.table.ForEachWaiting([&](int64_t id, uint32_t pushes) {
+      ids->push_back(id);
+      values->resize(values->size() + static_cast<size_t>(t.table.row_floats()), 0.0f);
+      admission->push_back(static_cast<int32_t>(pushes));
       if (ids->size() >= piece_rows) flush(false);
     });
     flush(true);  // the table's version and steps, with or without rows left

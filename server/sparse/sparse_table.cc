@@ -153,6 +153,7 @@ void SparseTable::Put(int64_t id, const float* row, const float* slots) {
   Stripe& s = stripes_[StripeOf(id)];
   absl::MutexLock lock(&s.mu);
   const bool is_new = !s.index.contains(id);
+  if (is_new && s.seen.erase(id) > 0) waiting_.fetch_sub(1, std::memory_order_relaxed);  // counted here until now
   float* dst = RowOf(s, id);
   if (is_new) created_.fetch_sub(1, std::memory_order_relaxed);  // restored, not created
   std::memcpy(dst, row, spec_.dim * sizeof(float));
@@ -170,6 +171,44 @@ void SparseTable::Export(const int64_t* ids, size_t n, float* out) {
       std::memset(dst + dim, 0, slots_ * sizeof(float));
     }
   });
+}
+
+void SparseTable::ExportAdmission(const int64_t* ids, size_t n, int32_t* out) {
+  for (size_t i = 0; i < n; ++i) {
+    Stripe& s = stripes_[StripeOf(ids[i])];
+    absl::MutexLock lock(&s.mu);
+    if (s.index.contains(ids[i])) {
+      out[i] = -1;
+      continue;
+    }
+    auto it = s.seen.find(ids[i]);
+    out[i] = it == s.seen.end() ? 0 : static_cast<int32_t>(it->second);
+  }
+}
+
+void SparseTable::PutWaiting(int64_t id, uint32_t pushes) {
+  Stripe& s = stripes_[StripeOf(id)];
+  absl::MutexLock lock(&s.mu);
+  // Stored here: the primary dropped it at an eviction sweep (which forgets
+  // its count), and this copy's own sweep drops it too.
+  if (s.index.contains(id)) return;
+  if (pushes == 0) {
+    if (s.seen.erase(id) > 0) waiting_.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  auto [it, inserted] = s.seen.try_emplace(id, pushes);
+  if (inserted) {
+    waiting_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    it->second = pushes;
+  }
+}
+
+void SparseTable::ForEachWaiting(const std::function<void(int64_t, uint32_t)>& fn) {
+  for (Stripe& s : stripes_) {
+    absl::MutexLock lock(&s.mu);
+    for (const auto& [id, pushes] : s.seen) fn(id, pushes);
+  }
 }
 
 int64_t SparseTable::bytes() const {

@@ -59,6 +59,16 @@ class SparseTable {
   // admitted reads as its initial value with zero slots).
   void Export(const int64_t* ids, size_t n, float* out);
 
+  // Admission by count, for copies (--replicas > 1): whether this table
+  // admits rows by count; per id, -1 when its row is stored, else how many
+  // pushes have counted toward storing it; and that count put back on a
+  // copy (0 forgets the id; a row stored here stays).
+  bool admits_by_count() const { return admit_count_ > 1; }
+  void ExportAdmission(const int64_t* ids, size_t n, int32_t* out);
+  void PutWaiting(int64_t id, uint32_t pushes);
+  // Every id counted toward admission and not stored yet, with its count.
+  void ForEachWaiting(const std::function<void(int64_t id, uint32_t pushes)>& fn);
+
   // Eviction (--row_ttl_steps): rows read, updated, created or put back
   // from now on are touched at `step`; Evict() drops the rows last touched
   // before `step` and returns how many. A dropped row's place is reused,
