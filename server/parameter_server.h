@@ -107,6 +107,10 @@ struct ServerStats {
   int64_t under_replicated_keys = 0;
   int64_t replica_keys_sent = 0;
   int64_t replica_keys_installed = 0;
+  // Sync with --replicas > 1: pushes whose answer waited for the backup
+  // (their worker pushed ahead of the copy; a trainer that pulls every step
+  // never does).
+  int64_t push_acks_held = 0;
   int64_t replica_bytes_sent = 0;
   ServerView view;
   int64_t keys_to_copy = 0;

@@ -6,6 +6,8 @@
 // a failover never needs a step the worker has dropped, whether the worker
 // pulls those keys or not. Where workers pull every step, as trainers do,
 // the pull of step t waited for the same copy already and nothing waits.
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "server/parameter_server_impl.h"
@@ -29,7 +31,8 @@ void ParameterServerImpl::Push(uint64_t session, int64_t step, const std::vector
   ack.push_ack = true;
   std::optional<PendingPull> ready =
       waiters_.AddUnlessReady(std::move(ack), [this](const PendingPull& p) { return PullReady(p); });
-  if (ready) CompletePull(*std::move(ready));
+  if (!ready) return (void)push_acks_held_.fetch_add(1);
+  CompletePull(*std::move(ready));
 }
 
 void ParameterServerImpl::PushRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
@@ -42,11 +45,14 @@ void ParameterServerImpl::PushRows(uint64_t session, int64_t step, const std::ve
     if (!store.ok()) return done(store.status());
     if (HoldsPushAcks()) {
       held = true;
+      auto answered = std::make_shared<std::atomic<bool>>(false);
       (*store)->AwaitCopied(step, parts, deadline,
-                            [done, outcomes](const absl::Status& copied) {
+                            [done, outcomes, answered](const absl::Status& copied) {
+                              answered->store(true);
                               if (!copied.ok()) return done(copied);
                               done(outcomes);
                             });
+      if (!answered->load()) push_acks_held_.fetch_add(1);  // (one another thread answered meanwhile is not counted)
     }
   }
   FlushReplicas();  // the rows of a step this push completed (the hold may wait for them)

@@ -267,6 +267,7 @@ class ParameterServerImpl final : public ParameterServer {
   std::vector<RowsReplica> outgoing_rows_ ABSL_GUARDED_BY(replicas_mu_);
   absl::Mutex rows_flush_mu_;  // held from taking outgoing_rows_ until the link has them
   std::atomic<int64_t> replica_keys_sent_{0}, replica_keys_installed_{0}, replica_bytes_sent_{0};
+  std::atomic<int64_t> push_acks_held_{0};
 
   std::atomic<bool> shut_down_{false};
   std::atomic<int64_t> pushes_{0}, pulls_{0}, heartbeats_{0}, refused_{0}, unauthenticated_{0}, bytes_pushed_{0}, bytes_pulled_{0};

@@ -37,6 +37,7 @@ ServerStats ParameterServerImpl::Stats() {
   s.under_replicated_keys = UnderReplicatedKeys();
   s.replica_keys_sent = replica_keys_sent_;
   s.replica_keys_installed = replica_keys_installed_;
+  s.push_acks_held = push_acks_held_;
   s.replica_bytes_sent = replica_bytes_sent_;
   s.view = View();
   s.keys_to_copy = keys_to_copy_.load();

@@ -141,10 +141,12 @@ TEST_CASE("sync replicated: a push is acknowledged once the backup holds the ste
   std::optional<Outcomes> step0, step1, step2, step3, step4;
   s.Push(0, &step0);
   CHECK(AllApplied(step0));  // the backup holds version 0 (Init)
+  CHECK(s.core().Stats().push_acks_held == 0);
   REQUIRE(s.link().waiting() == 1);  // step 0's copy, not answered yet
 
   s.Push(1, &step1);  // no pull in between
   CHECK_FALSE(step1.has_value());
+  CHECK(s.core().Stats().push_acks_held == 1);
   REQUIRE(s.link().AnswerOldest());  // the backup has step 0
   CHECK(AllApplied(step1));
 
@@ -183,6 +185,7 @@ TEST_CASE("sync replicated: a push of rows is acknowledged once the table's copy
   REQUIRE(s.link().waiting() == 1);
   s.PushRows(1, &step1);
   CHECK_FALSE(step1.has_value());
+  CHECK(s.core().Stats().push_acks_held == 1);
   REQUIRE(s.link().AnswerOldest());
   CHECK(AllApplied(step1));
   s.PushRows(2, &step2);
@@ -201,6 +204,7 @@ TEST_CASE("async replicated: a push is acknowledged at once, its copy on the way
   CHECK(AllApplied(step1));
   CHECK(AllApplied(rows));
   CHECK(s.link().waiting() >= 2);  // the copies, not answered
+  CHECK(s.core().Stats().push_acks_held == 0);
 }
 
 }  // namespace

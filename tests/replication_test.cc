@@ -86,6 +86,7 @@ TEST_CASE("replication: every key has two copies, and each step reaches the back
     CHECK(st.replica_keys_sent > 0);
     CHECK(st.under_replicated_keys == 0);
     CHECK(st.view.Pristine());
+    CHECK(st.push_acks_held == 0);  // workers that pull every step never wait for a push's answer
   }
 }
 
