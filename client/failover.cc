@@ -91,7 +91,7 @@ void Failover::PushKeptAgain() {
 
 void Failover::Retain(int server, int acked_by, int64_t step, const CallSpec& spec,
                       const ServerConnection::Attempt& attempt, bool rows) {
-  const int64_t keep = rows ? keep_steps_ + 2 : keep_steps_;
+  const int64_t keep = rows ? keep_steps_ + kExtraKeptRowSteps : keep_steps_;
   for (int64_t seen = last_step_.load(); step > seen && !last_step_.compare_exchange_weak(seen, step);) {
   }
   {

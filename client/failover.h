@@ -21,10 +21,10 @@
 // not yet acknowledged): each server's acknowledged pushes of the latest
 // `keep_steps` steps are kept as copies and pushed again to the backup,
 // which takes them as duplicates where its state includes them already.
-// Sync needs 1: a server acknowledges a push of step t only once the backup
-// holds every step before t (ParameterServer::Push), whether or not the
-// worker pulls; rows keep 2 more, as a margin. Async and ssp keep 4 (a
-// backup further behind than that loses the pushes in between).
+// Sync keeps 1 step, async and ssp 4, rows 2 more (common/replica_map.h,
+// KeptPushSteps): a server answers a push of step t only once the backup
+// includes the worker's pushes up to that many steps before
+// (ParameterServer::Push), whether or not the worker pulls.
 //
 // Thread-safe.
 #ifndef SHARDPS_CLIENT_FAILOVER_H_

@@ -86,7 +86,7 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
   }
   if (options_.job.replicas > 1) {
     failover_ = std::make_unique<Failover>(*ReplicaMap::Build(options_.job.num_servers, options_.job.replicas),
-                                           options_.failover_timeout, options_.job.mode == Mode::kSync ? 1 : 4);
+                                           options_.failover_timeout, KeptPushSteps(options_.job.mode == Mode::kSync));
     std::vector<ServerConnection*> all;
     for (auto& c : connections_) {
       c->SetFailover(failover_.get());

@@ -35,6 +35,14 @@
 namespace shardps {
 
 inline constexpr int kMaxReplicatedServers = 64;
+
+// The steps of acknowledged pushes a worker keeps to send again after a
+// failover (client/failover.h): sync 1, async and ssp 4; pushes of rows 2
+// more. A server answers a push of step t only once the backup includes the
+// worker's pushes up to step t - KeptPushSteps (server/parameter_server_acks.cc),
+// so the pushes a worker has dropped are never needed.
+inline int KeptPushSteps(bool sync) { return sync ? 1 : 4; }
+inline constexpr int kExtraKeptRowSteps = 2;
 // Generations above this are refused from the wire (far from wrapping).
 inline constexpr uint32_t kMaxGeneration = uint32_t{1} << 30;
 

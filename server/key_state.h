@@ -27,7 +27,8 @@ struct KeyState {
         weights(std::make_shared<std::vector<float>>(chunk.length)),
         slots(num_slots, std::vector<float>(chunk.length)),
         last_pushed_step(num_workers, -1),
-        last_pulled_version(num_workers, -1) {}
+        last_pulled_version(num_workers, -1),
+        replicated_pushed_step(num_workers, -1) {}
   KeyState(const KeyState&) = delete;
   KeyState& operator=(const KeyState&) = delete;
 
@@ -65,6 +66,10 @@ struct KeyState {
   // Per worker rank: the version it last pulled of this key; -1 before any
   // (async and ssp: a push's staleness is version - this).
   std::vector<int64_t> last_pulled_version ABSL_GUARDED_BY(mu);
+  // Replication, per worker rank: the last step of its pushes that the next
+  // copy has acknowledged; -1 before any (an async or ssp push's answer
+  // waits for it: server/parameter_server_acks.cc).
+  std::vector<int64_t> replicated_pushed_step ABSL_GUARDED_BY(mu);
 
   // Sync mode: sum of the gradients pushed for step `version`, and who
   // pushed them. Empty until the first buffered push. The sum adds ranks in

@@ -80,6 +80,7 @@ absl::Status KeyTable::Restore(std::vector<KeySnapshot> keys, const std::string&
     k.replicated_weights.reset();
     std::fill(k.last_pushed_step.begin(), k.last_pushed_step.end(), -1);
     std::fill(k.last_pulled_version.begin(), k.last_pulled_version.end(), -1);
+    std::fill(k.replicated_pushed_step.begin(), k.replicated_pushed_step.end(), -1);
     k.grad_sum.clear();
     k.contributed.clear();
     k.contributors = 0;

@@ -184,10 +184,11 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::Push(
 }
 
 absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::ApplyPush(
-    uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) {
+    uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks, int* rank_out) {
   const FlushDenormals flush;  // gradient sums and the optimizer
   absl::StatusOr<int> rank = AdmitTraffic(session, "push");
   if (!rank.ok()) return rank.status();
+  if (rank_out != nullptr) *rank_out = *rank;
   // Validate everything before touching any key.
   std::vector<KeyState*> states;
   if (absl::Status valid = ValidatePush(*rank, step, chunks, states); !valid.ok()) {
@@ -365,7 +366,7 @@ void ParameterServerImpl::FailPullsAwaitingPush(int rank, int64_t step, absl::st
 }
 
 void ParameterServerImpl::WakeReadyPulls() {
-  for (PendingPull& p : waiters_.TakeReady([this](const PendingPull& p) { return PullReady(p); })) {
+  for (PendingPull& p : waiters_.TakeReady([this](const PendingPull& p) { return WaiterReady(p); })) {
     CompletePull(std::move(p));
   }
   if (options_.job.mode == Mode::kSsp) sparse_.WakeReady();  // a worker's clock may have moved

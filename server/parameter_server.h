@@ -107,9 +107,9 @@ struct ServerStats {
   int64_t under_replicated_keys = 0;
   int64_t replica_keys_sent = 0;
   int64_t replica_keys_installed = 0;
-  // Sync with --replicas > 1: pushes whose answer waited for the backup
-  // (their worker pushed ahead of the copy; a trainer that pulls every step
-  // never does).
+  // With --replicas > 1: pushes whose answer waited for the backup (their
+  // worker got ahead of the copy by more than the steps it keeps; a trainer
+  // that pulls every step in sync never does).
   int64_t push_acks_held = 0;
   int64_t replica_bytes_sent = 0;
   ServerView view;
@@ -156,13 +156,13 @@ class ParameterServer {
       uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) = 0;
 
   // Push, with its answer (what the transport acknowledges) given to `done`:
-  // at once, except in sync with --replicas > 1, where it waits until the
-  // next copy of every key pushed holds every step before `step` (DESIGN.md,
-  // "Replication"). A worker keeps only its last step's pushes to send again
-  // at a failover (client/failover.h); this bounds how far the backup may be
-  // behind them whether or not the worker pulls. `done` is called once, as
-  // Pull()'s is (deadline, rewind, shutdown); `chunks` only until Push
-  // returns.
+  // at once without --replicas > 1; with it, once the next copy of every
+  // key pushed includes the worker's pushes up to step - KeptPushSteps
+  // (common/replica_map.h; DESIGN.md, "Replication"): in sync every step
+  // before `step`. A worker keeps that many steps of answered pushes to
+  // send again at a failover (client/failover.h), so none it dropped is
+  // needed, whether or not it pulls. `done` is called once, as Pull()'s is
+  // (deadline, rewind, shutdown); `chunks` are read only until Push returns.
   using PushDone = std::function<void(absl::StatusOr<std::vector<wire::PushOutcome>>)>;
   virtual void Push(uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks, absl::Time deadline,
                     PushDone done) = 0;
@@ -188,9 +188,8 @@ class ParameterServer {
                                                                   const RowPayload& grads) = 0;
   virtual void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
                         absl::string_view ids, absl::Time deadline, SparseStore::PartsDone done) = 0;
-  // PushRows, answered through `done` as Push's callback form is: in sync
-  // with --replicas > 1 once the next copy holds every step of the parts'
-  // tables before `step`.
+  // PushRows, answered through `done` as Push's callback form is, for the
+  // parts' tables (SparseStore::AwaitCopied).
   virtual void PushRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
                         const RowPayload& grads, absl::Time deadline, PushDone done) = 0;
 

@@ -1,11 +1,15 @@
-// ParameterServerImpl: when a push is acknowledged (DESIGN.md,
-// "Replication"). At once, except in sync with --replicas > 1: there the
-// answer to a push of step t waits until the next copy of every key (or
-// table) it names holds version t, every step before t. A worker keeps only
-// its last step's pushes to send again at a failover (client/failover.h), so
-// a failover never needs a step the worker has dropped, whether the worker
-// pulls those keys or not. Where workers pull every step, as trainers do,
-// the pull of step t waited for the same copy already and nothing waits.
+// ParameterServerImpl: when a push is answered (DESIGN.md, "Replication").
+// At once without --replicas > 1. With it, the answer to a worker's push of
+// step t waits until the next copy of every key (or table) it names
+// includes that worker's pushes up to step t - KeptPushSteps
+// (common/replica_map.h): sync, every step before t; async and ssp, the
+// pushes of 4 steps before (rows: 6). A worker keeps its acknowledged pushes
+// of that many steps to send again at a failover (client/failover.h), so a
+// failover never needs one it has dropped, however far a slow link lets the
+// copy fall behind and whether or not the worker pulls. Where the copy keeps
+// up, as it does for a trainer that pulls every step (the pull of step t
+// waited for the same copy in sync), nothing waits.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <utility>
@@ -14,15 +18,32 @@
 
 namespace shardps {
 
+bool ParameterServerImpl::PushAckReady(const PendingPull& ack) {
+  const bool sync = options_.job.mode == Mode::kSync;
+  const int64_t included = ack.step - KeptPushSteps(sync);  // the copy must include this step's pushes
+  for (const ChunkKey& key : ack.keys) {
+    KeyState& k = table_->at(key);
+    if (sync) {
+      if (k.version < ack.step || !ReplicatedFor(k, ack.step)) return false;
+      continue;
+    }
+    if (GateCopy(k) < 0) continue;
+    absl::MutexLock lock(&k.mu);
+    if (k.replicated_pushed_step[ack.rank] < included) return false;
+  }
+  return true;
+}
+
 void ParameterServerImpl::Push(uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks,
                                absl::Time deadline, PushDone done) {
   absl::ReaderMutexLock state(&rewind_mu_);  // held until the hold is queued: a rewind answers it
-  absl::StatusOr<std::vector<wire::PushOutcome>> outcomes = ApplyPush(session, step, chunks);
-  if (!outcomes.ok() || !HoldsPushAcks()) return done(std::move(outcomes));
+  int rank = -1;
+  absl::StatusOr<std::vector<wire::PushOutcome>> outcomes = ApplyPush(session, step, chunks, &rank);
+  if (!outcomes.ok() || !Replicating()) return done(std::move(outcomes));
   std::vector<ChunkKey> keys;
   keys.reserve(chunks.size());
   for (const ChunkPayload& c : chunks) keys.push_back(c.key);
-  PendingPull ack{/*rank=*/-1, step, std::move(keys), /*value_bytes=*/0, /*after_own_push=*/false, deadline,
+  PendingPull ack{rank, step, std::move(keys), /*value_bytes=*/0, /*after_own_push=*/false, deadline,
                   [done = std::move(done), outcomes = *std::move(outcomes)](
                       absl::StatusOr<std::vector<PulledChunk>> held) mutable {
                     if (!held.ok()) return done(held.status());
@@ -30,7 +51,7 @@ void ParameterServerImpl::Push(uint64_t session, int64_t step, const std::vector
                   }};
   ack.push_ack = true;
   std::optional<PendingPull> ready =
-      waiters_.AddUnlessReady(std::move(ack), [this](const PendingPull& p) { return PullReady(p); });
+      waiters_.AddUnlessReady(std::move(ack), [this](const PendingPull& p) { return WaiterReady(p); });
   if (!ready) return (void)push_acks_held_.fetch_add(1);
   CompletePull(*std::move(ready));
 }
@@ -41,17 +62,17 @@ void ParameterServerImpl::PushRows(uint64_t session, int64_t step, const std::ve
   bool held = false;
   {
     absl::ReaderMutexLock state(&rewind_mu_);
-    absl::StatusOr<SparseStore*> store = ApplyPushRows(session, step, parts, grads, &outcomes);
+    int rank = -1;
+    absl::StatusOr<SparseStore*> store = ApplyPushRows(session, step, parts, grads, &outcomes, &rank);
     if (!store.ok()) return done(store.status());
-    if (HoldsPushAcks()) {
+    if (Replicating()) {
       held = true;
       auto answered = std::make_shared<std::atomic<bool>>(false);
-      (*store)->AwaitCopied(step, parts, deadline,
-                            [done, outcomes, answered](const absl::Status& copied) {
-                              answered->store(true);
-                              if (!copied.ok()) return done(copied);
-                              done(outcomes);
-                            });
+      (*store)->AwaitCopied(rank, step, parts, deadline, [done, outcomes, answered](const absl::Status& copied) {
+        answered->store(true);
+        if (!copied.ok()) return done(copied);
+        done(outcomes);
+      });
       if (!answered->load()) push_acks_held_.fetch_add(1);  // (one another thread answered meanwhile is not counted)
     }
   }

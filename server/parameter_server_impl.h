@@ -88,19 +88,22 @@ class ParameterServerImpl final : public ParameterServer {
   int64_t CurrentStep(int rank);
   absl::Status ValidatePush(int rank, int64_t step, const std::vector<ChunkPayload>& chunks,
                             std::vector<KeyState*>& states);
-  // Push and PushRows, under rewind_mu_ (shared). ApplyPushRows returns
-  // the store the rows went to and sets `outcomes`; the caller flushes the
-  // replicas it queued.
+  // Push and PushRows, under rewind_mu_ (shared), setting *rank_out to the
+  // pushing worker's rank. ApplyPushRows returns the store the rows went to
+  // and sets `outcomes`; the caller flushes the replicas it queued.
   absl::StatusOr<std::vector<wire::PushOutcome>> ApplyPush(uint64_t session, int64_t step,
-                                                          const std::vector<ChunkPayload>& chunks)
+                                                          const std::vector<ChunkPayload>& chunks,
+                                                          int* rank_out = nullptr)
       ABSL_SHARED_LOCKS_REQUIRED(rewind_mu_);
   absl::StatusOr<SparseStore*> ApplyPushRows(uint64_t session, int64_t step,
                                              const std::vector<SparseStore::Part>& parts, const RowPayload& grads,
-                                             std::vector<wire::PushOutcome>* outcomes)
+                                             std::vector<wire::PushOutcome>* outcomes, int* rank_out = nullptr)
       ABSL_SHARED_LOCKS_REQUIRED(rewind_mu_);
-  // Sync with --replicas > 1: a push's acknowledgement waits for the next
-  // copy (parameter_server_acks.cc).
-  bool HoldsPushAcks() const { return options_.job.mode == Mode::kSync && Replicating(); }
+  // With --replicas > 1 a push's answer waits for the next copy
+  // (parameter_server_acks.cc): whether `ack` may go now.
+  bool PushAckReady(const PendingPull& ack);
+  // A waiter of waiters_ (a pull, or a push's answer) that may go now.
+  bool WaiterReady(const PendingPull& p) { return p.push_ack ? PushAckReady(p) : PullReady(p); }
 
   // Runs the optimizer over the key with `grad` and counts a version.
   // Runs the optimizer over the key with `grad` (its learning rate times

@@ -98,7 +98,7 @@ void ParameterServerImpl::FlushReplicas() {
     std::vector<ReplicaUpdate> sent;  // what the acknowledgement confirms (weights shared, no slots)
     int64_t bytes = 0;
     for (const ReplicaUpdate& u : group) {
-      sent.push_back(ReplicaUpdate{u.key, u.version, u.weights, {}, {}});
+      sent.push_back(ReplicaUpdate{u.key, u.version, u.weights, {}, u.last_pushed_step});
       bytes += u.Bytes();
     }
     replica_keys_sent_.fetch_add(static_cast<int64_t>(group.size()));
@@ -123,7 +123,7 @@ void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows) {
   for (auto& [to, group] : by_copy) {
     std::vector<RowsReplica> sent;  // what the acknowledgement confirms
     for (const RowsReplica& r : group) {
-      sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr, {}, r.copy_done});
+      sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr, r.last_pushed_step, r.copy_done});
     }
     options_.replica_link->SendRows(options_.server_id, to, std::move(group),
                                     [this, to = to, sent = std::move(sent)](absl::Status status) {
@@ -138,6 +138,9 @@ void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>
     for (const ReplicaUpdate& u : sent) {
       KeyState& k = table_->at(u.key);
       absl::MutexLock lock(&k.mu);
+      for (size_t r = 0; r < u.last_pushed_step.size() && r < k.replicated_pushed_step.size(); ++r) {
+        k.replicated_pushed_step[r] = std::max(k.replicated_pushed_step[r], u.last_pushed_step[r]);
+      }
       if (u.version <= k.replicated_version) continue;
       k.replicated_weights = u.weights;
       k.replicated_version = u.version;

@@ -90,9 +90,11 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::PushRows(
 absl::StatusOr<SparseStore*> ParameterServerImpl::ApplyPushRows(uint64_t session, int64_t step,
                                                                const std::vector<SparseStore::Part>& parts,
                                                                const RowPayload& grads,
-                                                               std::vector<wire::PushOutcome>* outcomes) {
+                                                               std::vector<wire::PushOutcome>* outcomes,
+                                                               int* rank_out) {
   absl::StatusOr<int> rank = AdmitTraffic(session, "push of rows");
   if (!rank.ok()) return rank.status();
+  if (rank_out != nullptr) *rank_out = *rank;
   if (step < 0) return Refuse(absl::InvalidArgumentError(absl::StrCat("push step is ", step, "; want >= 0")));
   absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
   if (!store.ok()) return Refuse(store.status());
@@ -145,7 +147,7 @@ void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sen
   if (status.ok()) {
     for (const RowsReplica& r : sent) {
       if (SparseStore* store = RowStoreOf(r.primary); store != nullptr && !r.copy_done) {
-        store->NoteCopied(r.table, r.version);
+        store->NoteCopied(r.table, r.version, r.last_pushed_step);
       }
     }
     return;

@@ -151,7 +151,7 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_replica_keys_installed_total", "Keys installed from a primary's updates.", T::Counter,
                static_cast<double>(s.replica_keys_installed), id),
         Family("shardps_push_acks_held_total",
-               "Sync pushes whose answer waited for the backup to hold the steps before them (--replicas > 1).",
+               "Pushes whose answer waited for the backup to include the worker's older pushes (--replicas > 1).",
                T::Counter, static_cast<double>(s.push_acks_held), id),
         Family("shardps_failed_servers", "Servers this one knows to have failed (--replicas).", T::Gauge,
                static_cast<double>(s.view.Count(Standing::kFailed)), id),

@@ -1,8 +1,10 @@
-// DESIGN.md "Replication": in sync with --replicas=2 a push of step t is
-// acknowledged only once the next copy of its keys (or tables) holds every
-// step before t. A worker keeps its last step's pushes only, so that is all
-// a failover can need, whether the worker pulls or not. A server core on a
-// manual clock, with a replica link whose sends the test answers by hand.
+// DESIGN.md "Replication": with --replicas=2 a push of step t is answered
+// only once the next copy of its keys (or tables) includes the worker's
+// pushes up to step t - KeptPushSteps: in sync every step before t, in
+// async the pushes of 4 steps before (rows: 6). A worker keeps that many
+// steps of pushes, so they are all a failover can need, whether the worker
+// pulls or not. A server core on a manual clock, with a replica link whose
+// sends the test answers by hand.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -194,17 +196,32 @@ TEST_CASE("sync replicated: a push of rows is acknowledged once the table's copy
   CHECK(step2->status().code() == absl::StatusCode::kDeadlineExceeded);
 }
 
-TEST_CASE("async replicated: a push is acknowledged at once, its copy on the way", "[replication]") {
+TEST_CASE("async replicated: a push is answered once the backup includes the worker's pushes of 4 steps before",
+          "[replication]") {
   Server0 s(Mode::kAsync);
-  std::optional<Outcomes> step0, step1, rows;
-  s.Push(0, &step0);
-  s.Push(1, &step1);
-  s.PushRows(0, &rows);
-  CHECK(AllApplied(step0));
-  CHECK(AllApplied(step1));
-  CHECK(AllApplied(rows));
-  CHECK(s.link().waiting() >= 2);  // the copies, not answered
-  CHECK(s.core().Stats().push_acks_held == 0);
+  std::vector<std::optional<Outcomes>> dense(5);
+  for (int t = 0; t < 4; ++t) {
+    s.Push(t, &dense[t]);
+    CHECK(AllApplied(dense[t]));  // the worker keeps these four: nothing to wait for
+  }
+  s.Push(4, &dense[4]);
+  CHECK_FALSE(dense[4].has_value());  // the copy has none of the worker's pushes yet
+  CHECK(s.core().Stats().push_acks_held == 1);
+  REQUIRE(s.link().AnswerOldest());  // step 0's push reached the copy
+  CHECK(AllApplied(dense[4]));
+
+  // Rows: two steps more.
+  std::vector<std::optional<Outcomes>> rows(7);
+  for (int t = 0; t < 6; ++t) {
+    s.PushRows(t, &rows[t]);
+    CHECK(AllApplied(rows[t]));
+  }
+  s.PushRows(6, &rows[6]);
+  CHECK_FALSE(rows[6].has_value());
+  int answered = 0;
+  while (!rows[6].has_value() && s.link().AnswerOldest()) ++answered;
+  CHECK(AllApplied(rows[6]));
+  CHECK(answered == 5);  // the dense copies of steps 1-4, then the rows of step 0
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/replica_map.h"
 #include "common/wire_dtype.h"
 #include "server/sparse/table_state.h"
 
@@ -267,6 +268,12 @@ bool SparseStore::CopyHas(const TableState& t, int64_t version) const {
   return !options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy();
 }
 
+bool SparseStore::PushCopied(const TableState& t, int rank, int64_t step) const {
+  if (!options_.pulls_wait_for_copy || !options_.pulls_wait_for_copy()) return true;
+  const int64_t included = step - KeptPushSteps(/*sync=*/false) - kExtraKeptRowSteps;
+  return rank < 0 || rank >= t.num_workers || t.copied_pushed[rank].load() >= included;
+}
+
 bool SparseStore::Ready(const WaitingPull& pull) const {
   const TableState& t = *tables_[pull.table];
   switch (options_.mode) {
@@ -277,8 +284,9 @@ bool SparseStore::Ready(const WaitingPull& pull) const {
       return version >= pull.step && CopyHas(t, pull.ack_only ? pull.step : version);
     }
     case Mode::kSsp:
-      return options_.min_live_clock() >= pull.step - options_.staleness && CopyHas(t, pull.copy_wait);
     case Mode::kAsync:
+      if (pull.ack_only) return PushCopied(t, pull.rank, pull.step);
+      if (options_.mode == Mode::kSsp && options_.min_live_clock() < pull.step - options_.staleness) return false;
       return CopyHas(t, pull.copy_wait);
   }
   return true;

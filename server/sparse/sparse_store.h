@@ -138,14 +138,16 @@ class SparseStore {
   void Tick(absl::Time now);
   // Answers pulls that became ready (ssp: a worker's clock moved).
   void WakeReady();
-  // Replication: the next copy holds `table` at `version` (sync pulls may
-  // now read it).
-  void NoteCopied(uint32_t table, int64_t version);
-  // Sync, with a copy to wait for: calls `done` once every table of `parts`
-  // has version `step` or later and the next copy has acknowledged `step`
-  // (a sync push's acknowledgement, ParameterServer::PushRows); as Pull()
-  // calls it (deadline, shutdown). Reads and counts nothing.
-  void AwaitCopied(int64_t step, const std::vector<Part>& parts, absl::Time deadline,
+  // Replication: the next copy holds `table` at `version`, with each
+  // rank's pushes up to `pushed[rank]` (sync pulls may now read it).
+  void NoteCopied(uint32_t table, int64_t version, const std::vector<int64_t>& pushed = {});
+  // With a copy to wait for: calls `done` once every table of `parts` may
+  // answer `rank`'s push of `step` (ParameterServer::PushRows): sync, once
+  // the table has version `step` and the copy has acknowledged it; async
+  // and ssp, once the copy includes the rank's pushes up to step -
+  // KeptPushSteps - kExtraKeptRowSteps (common/replica_map.h). Called as
+  // Pull() calls it (deadline, shutdown). Reads and counts nothing.
+  void AwaitCopied(int rank, int64_t step, const std::vector<Part>& parts, absl::Time deadline,
                    std::function<void(absl::Status)> done);
   // The copy's side: rows as their primary left them (as on_step_applied
   // gives them), installed whole; the table's version becomes theirs if
@@ -191,6 +193,7 @@ class SparseStore {
     RowsDone done;
     int64_t copy_wait = 0;  // async, ssp with a copy: the version it must have first
     bool ack_only = false;  // AwaitCopied: reads nothing
+    int rank = 0;           // AwaitCopied: whose push
   };
 
   // A push checked and decoded, to apply.
@@ -239,6 +242,9 @@ class SparseStore {
   // version a pull reads; async and ssp: the one it found on arrival), or
   // there is no copy to wait for.
   bool CopyHas(const TableState& t, int64_t version) const;
+  // Async and ssp: whether the next copy includes `rank`'s pushes as far
+  // as its push of `step` may be answered (AwaitCopied), or there is no copy.
+  bool PushCopied(const TableState& t, int rank, int64_t step) const;
   static TableSnapshot Snapshot(TableState& t);
   // A request named `step`: rows it touches are touched at the largest
   // step seen.

@@ -13,15 +13,25 @@
 
 namespace shardps {
 
-void SparseStore::NoteCopied(uint32_t table, int64_t version) {
+namespace {
+// Raises `a` to `v` unless it is higher already.
+void RaiseTo(std::atomic<int64_t>& a, int64_t v) {
+  for (int64_t seen = a.load(); v > seen && !a.compare_exchange_weak(seen, v);) {
+  }
+}
+}  // namespace
+
+void SparseStore::NoteCopied(uint32_t table, int64_t version, const std::vector<int64_t>& pushed) {
   absl::StatusOr<TableState*> t = TableAt(table);
   if (!t.ok()) return;
-  for (int64_t seen = (*t)->copied.load(); version > seen && !(*t)->copied.compare_exchange_weak(seen, version);) {
+  RaiseTo((*t)->copied, version);
+  for (size_t r = 0; r < pushed.size() && r < static_cast<size_t>((*t)->num_workers); ++r) {
+    RaiseTo((*t)->copied_pushed[r], pushed[r]);
   }
   WakeReady();
 }
 
-void SparseStore::AwaitCopied(int64_t step, const std::vector<Part>& parts, absl::Time deadline,
+void SparseStore::AwaitCopied(int rank, int64_t step, const std::vector<Part>& parts, absl::Time deadline,
                               std::function<void(absl::Status)> done) {
   std::vector<uint32_t> tables;
   for (const Part& p : parts) {
@@ -52,6 +62,7 @@ void SparseStore::AwaitCopied(int64_t step, const std::vector<Part>& parts, absl
                        gather->done(error);
                      }};
     wait.ack_only = true;
+    wait.rank = rank;
     PullDecoded(std::move(wait));
   }
 }

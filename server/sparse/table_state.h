@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -39,7 +40,12 @@ inline int PullSizeBucket(size_t n) {
 
 struct SparseStore::TableState {
   TableState(const TableSpec& spec, int num_workers, int admit_count)
-      : table(spec, admit_count), num_workers(num_workers), last_pushed(num_workers, -1) {}
+      : table(spec, admit_count),
+        num_workers(num_workers),
+        copied_pushed(new std::atomic<int64_t>[num_workers]),
+        last_pushed(num_workers, -1) {
+    for (int r = 0; r < num_workers; ++r) copied_pushed[r] = -1;
+  }
 
   struct RowGrads {
     std::vector<int64_t> ids;
@@ -52,6 +58,9 @@ struct SparseStore::TableState {
   std::atomic<int64_t> version{0};  // sync: steps applied; async, ssp: pushes applied
   std::atomic<int64_t> copied{0};   // replication: the version the next copy has acknowledged
   const int num_workers;
+  // Replication, per rank: the last step of its pushes the next copy has
+  // acknowledged; -1 before any (AwaitCopied in async and ssp).
+  std::unique_ptr<std::atomic<int64_t>[]> copied_pushed;
   // sync: the gradients pushed so far, by step and rank, for step `version`
   // and up to kSyncStepsAhead steps after it. A worker can push a table
   // early: one whose rows it did not pull this step has no pull to wait on
