@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
@@ -65,6 +66,41 @@ int64_t ItemBytes(const GrpcReplicaLink::Item& item) {
   for (const ReplicaUpdate& u : item.updates) bytes += u.Bytes();
   for (const RowsReplica& r : item.rows) bytes += r.Bytes();
   return bytes;
+}
+
+// Where the newest update of each key in a call's items is: (item, index).
+using Newest = absl::flat_hash_map<ChunkKey, std::pair<size_t, size_t>>;
+
+// The bytes `item` adds to a call whose items `newest` describes: its own,
+// less those of the updates it supersedes there.
+int64_t AddedBytes(const GrpcReplicaLink::Item& item, const std::vector<GrpcReplicaLink::Item>& items,
+                   const Newest& newest) {
+  int64_t bytes = ItemBytes(item);
+  for (const ReplicaUpdate& u : item.updates) {
+    if (auto it = newest.find(u.key); it != newest.end()) bytes -= items[it->second.first].updates[it->second.second].Bytes();
+  }
+  return bytes;
+}
+
+// Drops every update that a later one of the same key in the same call
+// supersedes (it carries the key whole, weights and slots, at a newer
+// version). Each item's `done` still runs with the call's answer: the newer
+// version it confirms came in the same call. Rows are kept: each carries
+// only the rows one update touched.
+int64_t DropSuperseded(std::vector<GrpcReplicaLink::Item>& items, const Newest& newest) {
+  int64_t dropped = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::vector<ReplicaUpdate>& updates = items[i].updates;
+    size_t kept = 0;
+    for (size_t j = 0; j < updates.size(); ++j) {
+      if (newest.at(updates[j].key) != std::pair<size_t, size_t>{i, j}) continue;
+      if (kept != j) updates[kept] = std::move(updates[j]);
+      ++kept;
+    }
+    dropped += static_cast<int64_t>(updates.size() - kept);
+    updates.resize(kept);
+  }
+  return dropped;
 }
 
 // One Replicate call, waited for.
@@ -187,14 +223,21 @@ void GrpcReplicaLink::Run(int to) {
       }
       // What queued, in order, in one call of at most half the message
       // limit (one item at least): a whole copy for a joiner may be large.
+      // A key updated again before its update left goes once, at its newest
+      // version: a link that falls behind (async and ssp forward every
+      // push) sends each key once a call, not once a push.
       int64_t bytes = 0;
+      Newest newest;
       while (!peer->queue.empty()) {
-        const int64_t next = ItemBytes(peer->queue.front());
+        const int64_t next = AddedBytes(peer->queue.front(), items, newest);
         if (!items.empty() && bytes + next > options_.max_message_bytes / 2) break;
         bytes += next;
         items.push_back(std::move(peer->queue.front()));
         peer->queue.pop_front();
+        const std::vector<ReplicaUpdate>& updates = items.back().updates;
+        for (size_t j = 0; j < updates.size(); ++j) newest[updates[j].key] = {items.size() - 1, j};
       }
+      superseded_ += DropSuperseded(items, newest);
     }
     const absl::Status status = Deliver(*peer, to, items);
     for (Item& item : items) item.done(status);

@@ -12,6 +12,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -50,6 +51,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   void SendRows(int from, int to, std::vector<RowsReplica> rows, std::function<void(absl::Status)> done) override;
   void Renew(int to) override;
   void Readdress(int to, const std::string& address) override;
+  int64_t UpdatesSuperseded() const override { return superseded_.load(); }
   // The server's view of the job's servers (server/view_metadata.h): `ours`
   // gives the metadata of every call, `theirs` takes a peer's answer's
   // trailing metadata. Before the first Send.
@@ -92,6 +94,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   std::map<int, std::string> moved_ ABSL_GUARDED_BY(mu_);  // Readdress: where a server joined anew
   std::map<int, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> superseded_{0};
 };
 
 }  // namespace shardps

@@ -111,6 +111,9 @@ struct ServerStats {
   // worker got ahead of the copy by more than the steps it keeps; a trainer
   // that pulls every step in sync never does).
   int64_t push_acks_held = 0;
+  // Updates the replica link did not send: a newer one of the key went in
+  // the same call.
+  int64_t replica_updates_superseded = 0;
   int64_t replica_bytes_sent = 0;
   ServerView view;
   int64_t keys_to_copy = 0;

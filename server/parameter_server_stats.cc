@@ -38,6 +38,7 @@ ServerStats ParameterServerImpl::Stats() {
   s.replica_keys_sent = replica_keys_sent_;
   s.replica_keys_installed = replica_keys_installed_;
   s.push_acks_held = push_acks_held_;
+  if (options_.replica_link != nullptr) s.replica_updates_superseded = options_.replica_link->UpdatesSuperseded();
   s.replica_bytes_sent = replica_bytes_sent_;
   s.view = View();
   s.keys_to_copy = keys_to_copy_.load();

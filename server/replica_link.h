@@ -50,6 +50,9 @@ class ReplicaLink {
   virtual void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) = 0;
   // The same for rows of sparse tables, in order with the keys sent to `to`.
   virtual void SendRows(int from, int to, std::vector<RowsReplica> rows, std::function<void(absl::Status)> done) = 0;
+  // Updates not sent because a newer one of the same key went in the same
+  // call (a link that fell behind sends each key once a call).
+  virtual int64_t UpdatesSuperseded() const { return 0; }
   // Server `to` came back (it joins the job): connect to it afresh rather
   // than wait out a connection backoff from when it was down.
   virtual void Renew(int to) { (void)to; }

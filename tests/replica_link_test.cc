@@ -1,0 +1,144 @@
+// The gRPC replica link (server/grpc_replica_link.h) against a peer that
+// records what it receives: updates queued while a call is out go in one
+// call, in order, and a key updated again before its update left goes once,
+// at its newest version (a link that falls behind sends each key once a
+// call, not once a push). Real gRPC on 127.0.0.1.
+#include <catch2/catch.hpp>
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/tensor_frame.h"
+#include "proto/shardps.pb.h"
+#include "server/grpc_replica_link.h"
+
+namespace shardps {
+namespace {
+
+using KeyVersion = std::pair<int, int64_t>;  // tensor, version
+
+// A peer that records each Replicate call's (tensor, version) pairs, and
+// holds the first call's answer until Release().
+class RecordingPeer final : public grpc::CallbackGenericService {
+ public:
+  RecordingPeer() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterCallbackGenericService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~RecordingPeer() override {
+    Release();
+    server_->Shutdown();
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Waits (real time, up to 10 s) until `n` calls have come.
+  bool AwaitCalls(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(10));
+  }
+  std::vector<std::vector<KeyVersion>> calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+  void Release() {
+    if (!released_.HasBeenNotified()) released_.Notify();
+  }
+
+ private:
+  class Reactor final : public grpc::ServerGenericBidiReactor {
+   public:
+    explicit Reactor(RecordingPeer* peer) : peer_(peer) { StartRead(&request_); }
+    void OnReadDone(bool ok) override {
+      wire::ReplicateRequest header;
+      std::vector<KeyVersion> got;
+      if (ok && FrameReader::Parse(request_, &header).ok()) {
+        for (const wire::ReplicaKey& k : header.keys()) got.emplace_back(k.key().tensor(), k.version());
+      }
+      bool first = false;
+      {
+        absl::MutexLock lock(&peer_->mu_);
+        first = peer_->calls_.empty();
+        peer_->calls_.push_back(std::move(got));
+      }
+      if (first) peer_->released_.WaitForNotification();  // the link's next updates queue meanwhile
+      response_ = MessageBuffer(wire::ReplicateResponse());
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    RecordingPeer* const peer_;
+    grpc::ByteBuffer request_, response_;
+  };
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    return new Reactor(this);
+  }
+
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  std::vector<std::vector<KeyVersion>> calls_ ABSL_GUARDED_BY(mu_);
+  absl::Notification released_;
+};
+
+ReplicaUpdate Update(int tensor, int64_t version) {
+  return ReplicaUpdate{{tensor, 0}, version, std::make_shared<const std::vector<float>>(4, float(version)), {}, {}};
+}
+
+TEST_CASE("replica link: a key updated again before its update left goes once, at its newest version",
+          "[replication]") {
+  RecordingPeer peer;
+  auto link = GrpcReplicaLink::Create(ReplicaLinkOptions{});
+  REQUIRE(link.ok());
+  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  auto done = [&](absl::Status s) {
+    absl::MutexLock lock(&mu);
+    answers.push_back(std::move(s));
+  };
+  (*link)->Send(0, 1, {Update(7, 1)}, done);
+  REQUIRE(peer.AwaitCalls(1));  // out, and held
+  (*link)->Send(0, 1, {Update(7, 2), Update(8, 1)}, done);
+  (*link)->Send(0, 1, {Update(7, 3)}, done);
+  (*link)->Send(0, 1, {Update(9, 1), Update(9, 2)}, done);
+  peer.Release();
+  REQUIRE(peer.AwaitCalls(2));
+  const auto calls = peer.calls();
+  CHECK(calls[0] == std::vector<KeyVersion>{{7, 1}});
+  // Tensor 7 at version 2 is superseded by version 3, and 9 at 1 by 2.
+  CHECK(calls[1] == std::vector<KeyVersion>{{8, 1}, {7, 3}, {9, 2}});
+  CHECK((*link)->UpdatesSuperseded() == 2);
+  link->reset();  // joins the sender: every answer is in
+  CHECK(answers.size() == 4);
+  for (const absl::Status& s : answers) CHECK(s.ok());
+  CHECK(calls.size() == 2);
+}
+
+TEST_CASE("replica link: updates of different keys all go, in order", "[replication]") {
+  RecordingPeer peer;
+  auto link = GrpcReplicaLink::Create(ReplicaLinkOptions{});
+  REQUIRE(link.ok());
+  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
+  absl::Notification answered;
+  (*link)->Send(0, 1, {Update(1, 1)}, [](absl::Status) {});
+  REQUIRE(peer.AwaitCalls(1));
+  (*link)->Send(0, 1, {Update(2, 1)}, [](absl::Status) {});
+  (*link)->Send(0, 1, {Update(3, 1), Update(4, 1)}, [&](absl::Status) { answered.Notify(); });
+  peer.Release();
+  REQUIRE(peer.AwaitCalls(2));
+  CHECK(peer.calls()[1] == std::vector<KeyVersion>{{2, 1}, {3, 1}, {4, 1}});
+  CHECK((*link)->UpdatesSuperseded() == 0);
+  REQUIRE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+}  // namespace
+}  // namespace shardps
