@@ -9,28 +9,13 @@
 #include <vector>
 
 #include "server/sparse/sparse_store.h"
+#include "tests/sparse_test_rows.h"
 
 namespace shardps {
 namespace {
 
 constexpr int kAdmit = 3;
 
-TableSpec Spec() {
-  TableSpec t;
-  t.name = "emb";
-  t.dim = 2;
-  t.init_scale = 0;  // rows start at zero: exact expected values
-  t.optimizer = RowOptimizerKind::kSgd;
-  t.lr = 1.0f;
-  return t;
-}
-
-std::string Bytes(const std::vector<int64_t>& ids) {
-  return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
-}
-std::string Bytes(const std::vector<float>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-}
 
 // One worker, sync, admission at the third push; `copies` collects what a
 // primary hands on.
@@ -43,7 +28,7 @@ std::unique_ptr<SparseStore> Store(std::vector<RowsReplica>* copies) {
   o.min_live_clock = [] { return int64_t{0}; };
   if (copies != nullptr) o.on_step_applied = [copies](RowsReplica r) { copies->push_back(std::move(r)); };
   auto store = std::make_unique<SparseStore>(o);
-  store->Install({Spec()});
+  store->Install({ExactSpec()});
   return store;
 }
 

@@ -13,26 +13,12 @@
 #include "server/sparse/row_optimizer.h"
 #include "server/sparse/sparse_store.h"
 #include "server/sparse/sparse_table.h"
+#include "tests/sparse_test_rows.h"
 
 namespace shardps {
 namespace {
 
-TableSpec Spec(RowOptimizerKind kind = RowOptimizerKind::kSgd, int dim = 2) {
-  TableSpec t;
-  t.name = "emb";
-  t.dim = dim;
-  t.init_scale = 0;  // rows start at zero: exact expected values
-  t.optimizer = kind;
-  t.lr = 1.0f;
-  return t;
-}
-
-std::string Bytes(const std::vector<int64_t>& ids) {
-  return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
-}
-std::string Bytes(const std::vector<float>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-}
+TableSpec Spec(RowOptimizerKind kind = RowOptimizerKind::kSgd, int dim = 2) { return ExactSpec(kind, dim); }
 
 struct Fixture {
   explicit Fixture(Mode mode, int workers = 2, int staleness = 0, int64_t ttl = 0, int admit = 0) {
