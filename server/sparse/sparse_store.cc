@@ -9,7 +9,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "common/replica_map.h"
 #include "common/wire_dtype.h"
 #include "server/sparse/table_state.h"
 
@@ -149,27 +148,6 @@ wire::PushOutcome SparseStore::ApplyPushForCopy(TableState& t, int rank, int64_t
   return wire::PUSH_APPLIED;
 }
 
-RowsReplica SparseStore::CopyOf(TableState& t, const int64_t* ids, size_t n) const {
-  auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(t.table.row_floats()));
-  t.table.Export(ids, n, values->data());
-  RowsReplica copy{options_.server_id, t.index, t.version.load(), t.table.row_floats(),
-                   std::make_shared<const std::vector<int64_t>>(ids, ids + n), std::move(values),
-                   IncludedPushes(t)};
-  if (t.table.admits_by_count()) {
-    auto admission = std::make_shared<std::vector<int32_t>>(n);
-    t.table.ExportAdmission(ids, n, admission->data());
-    copy.admission = std::move(admission);
-  }
-  return copy;
-}
-
-std::vector<int64_t> SparseStore::IncludedPushes(const TableState& t) const {
-  // Sync: every rank's pushes of the steps applied, not those buffered for
-  // later steps. Async and ssp apply each push as it comes.
-  if (options_.mode == Mode::kSync) return std::vector<int64_t>(t.last_pushed.size(), t.version.load() - 1);
-  return t.last_pushed;
-}
-
 absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank, int64_t step,
                                                         std::vector<int64_t> ids, std::vector<float> grads) {
   bool completed = false;
@@ -262,16 +240,6 @@ void SparseStore::FinishStep(TableState& t, int64_t step, const int64_t* ids, si
     t.capture_at = -1;
   }
   if (options_.on_step_applied) options_.on_step_applied(CopyOf(t, ids, n));
-}
-
-bool SparseStore::CopyHas(const TableState& t, int64_t version) const {
-  return !options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy();
-}
-
-bool SparseStore::PushCopied(const TableState& t, int rank, int64_t step) const {
-  if (!options_.pulls_wait_for_copy || !options_.pulls_wait_for_copy()) return true;
-  const int64_t included = step - KeptPushSteps(/*sync=*/false) - kExtraKeptRowSteps;
-  return rank < 0 || rank >= t.num_workers || t.copied_pushed[rank].load() >= included;
 }
 
 bool SparseStore::Ready(const WaitingPull& pull) const {

@@ -2,17 +2,20 @@
 // hands each update's rows to its server (a sync step's in FinishStep, an
 // async or ssp push's in ApplyPushForCopy: SparseStoreOptions.on_step_applied),
 // which forwards them to the next copy (server/parameter_server_rows.cc);
-// here the acknowledgement that lets pulls read that version (and a sync
-// push be acknowledged: AwaitCopied), the copy's install of the rows it
-// receives, and the whole copy for a joining server.
+// here what such a copy holds (CopyOf), the acknowledgement that lets pulls
+// read that version and pushes be answered (NoteCopied, AwaitCopied), the
+// copy's install of the rows it receives, and the whole copy for a joining
+// server.
 #include <algorithm>
+#include <atomic>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/replica_map.h"
 #include "server/sparse/sparse_store.h"
 #include "server/sparse/table_state.h"
 
 namespace shardps {
-
 namespace {
 // Raises `a` to `v` unless it is higher already.
 void RaiseTo(std::atomic<int64_t>& a, int64_t v) {
@@ -29,6 +32,37 @@ void SparseStore::NoteCopied(uint32_t table, int64_t version, const std::vector<
     RaiseTo((*t)->copied_pushed[r], pushed[r]);
   }
   WakeReady();
+}
+
+RowsReplica SparseStore::CopyOf(TableState& t, const int64_t* ids, size_t n) const {
+  auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(t.table.row_floats()));
+  t.table.Export(ids, n, values->data());
+  RowsReplica copy{options_.server_id, t.index, t.version.load(), t.table.row_floats(),
+                   std::make_shared<const std::vector<int64_t>>(ids, ids + n), std::move(values),
+                   IncludedPushes(t)};
+  if (t.table.admits_by_count()) {
+    auto admission = std::make_shared<std::vector<int32_t>>(n);
+    t.table.ExportAdmission(ids, n, admission->data());
+    copy.admission = std::move(admission);
+  }
+  return copy;
+}
+
+std::vector<int64_t> SparseStore::IncludedPushes(const TableState& t) const {
+  // Sync: every rank's pushes of the steps applied, not those buffered for
+  // later steps. Async and ssp apply each push as it comes.
+  if (options_.mode == Mode::kSync) return std::vector<int64_t>(t.last_pushed.size(), t.version.load() - 1);
+  return t.last_pushed;
+}
+
+bool SparseStore::CopyHas(const TableState& t, int64_t version) const {
+  return !options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy();
+}
+
+bool SparseStore::PushCopied(const TableState& t, int rank, int64_t step) const {
+  if (!options_.pulls_wait_for_copy || !options_.pulls_wait_for_copy()) return true;
+  const int64_t included = step - KeptPushSteps(/*sync=*/false) - kExtraKeptRowSteps;
+  return rank < 0 || rank >= t.num_workers || t.copied_pushed[rank].load() >= included;
 }
 
 void SparseStore::AwaitCopied(int rank, int64_t step, const std::vector<Part>& parts, absl::Time deadline,
