@@ -217,6 +217,9 @@ class SparseStore {
   absl::StatusOr<std::vector<RowPayload>> SplitParts(const std::vector<Part>& parts, const RowPayload& all) const;
   // Answers `pull` now if ready, else when it becomes so.
   void PullDecoded(WaitingPull pull);
+  // Each of `pulls` as PullDecoded does; once every one is answered, `done`
+  // gets their rows in order (or the first error).
+  void AnswerAll(std::vector<WaitingPull> pulls, PartsDone done);
   // The parts' pulls (without their `done`), each part's ids checked.
   absl::StatusOr<std::vector<WaitingPull>> DecodePulls(int64_t step, const std::vector<Part>& parts,
                                                        absl::string_view ids, absl::Time deadline) const;
@@ -242,6 +245,8 @@ class SparseStore {
   // version a pull reads; async and ssp: the one it found on arrival), or
   // there is no copy to wait for.
   bool CopyHas(const TableState& t, int64_t version) const;
+  // Whether pulls and answers wait for a next copy now (one is live).
+  bool WaitsForCopy() const { return options_.pulls_wait_for_copy && options_.pulls_wait_for_copy(); }
   // Async and ssp: whether the next copy includes `rank`'s pushes as far
   // as its push of `step` may be answered (AwaitCopied), or there is no copy.
   bool PushCopied(const TableState& t, int rank, int64_t step) const;

@@ -36,15 +36,13 @@ void SparseStore::NoteCopied(uint32_t table, int64_t version, const std::vector<
 
 RowsReplica SparseStore::CopyOf(TableState& t, const int64_t* ids, size_t n) const {
   auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(t.table.row_floats()));
-  t.table.Export(ids, n, values->data());
+  std::shared_ptr<std::vector<int32_t>> admission;
+  if (t.table.admits_by_count()) admission = std::make_shared<std::vector<int32_t>>(n);
+  t.table.Export(ids, n, values->data(), admission ? admission->data() : nullptr);
   RowsReplica copy{options_.server_id, t.index, t.version.load(), t.table.row_floats(),
                    std::make_shared<const std::vector<int64_t>>(ids, ids + n), std::move(values),
                    IncludedPushes(t)};
-  if (t.table.admits_by_count()) {
-    auto admission = std::make_shared<std::vector<int32_t>>(n);
-    t.table.ExportAdmission(ids, n, admission->data());
-    copy.admission = std::move(admission);
-  }
+  copy.admission = std::move(admission);
   return copy;
 }
 
@@ -56,49 +54,28 @@ std::vector<int64_t> SparseStore::IncludedPushes(const TableState& t) const {
 }
 
 bool SparseStore::CopyHas(const TableState& t, int64_t version) const {
-  return !options_.pulls_wait_for_copy || t.copied.load() >= version || !options_.pulls_wait_for_copy();
+  return t.copied.load() >= version || !WaitsForCopy();
 }
 
 bool SparseStore::PushCopied(const TableState& t, int rank, int64_t step) const {
-  if (!options_.pulls_wait_for_copy || !options_.pulls_wait_for_copy()) return true;
+  if (!WaitsForCopy()) return true;
   const int64_t included = step - KeptPushSteps(/*sync=*/false) - kExtraKeptRowSteps;
   return rank < 0 || rank >= t.num_workers || t.copied_pushed[rank].load() >= included;
 }
 
 void SparseStore::AwaitCopied(int rank, int64_t step, const std::vector<Part>& parts, absl::Time deadline,
                               std::function<void(absl::Status)> done) {
-  std::vector<uint32_t> tables;
+  std::vector<WaitingPull> waits;
   for (const Part& p : parts) {
-    if (TableAt(p.table).ok() && std::find(tables.begin(), tables.end(), p.table) == tables.end()) {
-      tables.push_back(p.table);
-    }
-  }
-  if (tables.empty()) return done(absl::OkStatus());
-  // The last table's answer (or the first error) calls `done`.
-  struct Gather {
-    absl::Mutex mu;
-    size_t left;
-    absl::Status error;
-    std::function<void(absl::Status)> done;
-  };
-  auto gather = std::make_shared<Gather>();
-  gather->left = tables.size();
-  gather->done = std::move(done);
-  for (uint32_t table : tables) {
-    WaitingPull wait{table, step, {}, deadline, [gather](absl::StatusOr<PulledRows> got) {
-                       absl::Status error;
-                       {
-                         absl::MutexLock lock(&gather->mu);
-                         if (!got.ok() && gather->error.ok()) gather->error = got.status();
-                         if (--gather->left > 0) return;
-                         error = gather->error;
-                       }
-                       gather->done(error);
-                     }};
+    const bool seen = std::any_of(waits.begin(), waits.end(), [&](const WaitingPull& w) { return w.table == p.table; });
+    if (!TableAt(p.table).ok() || seen) continue;
+    WaitingPull& wait = waits.emplace_back(WaitingPull{p.table, step, {}, deadline, nullptr});
     wait.ack_only = true;
     wait.rank = rank;
-    PullDecoded(std::move(wait));
   }
+  AnswerAll(std::move(waits), [done = std::move(done)](absl::StatusOr<std::vector<PulledRows>> answered) {
+    done(answered.status());
+  });
 }
 
 absl::Status SparseStore::InstallCopy(const RowsReplica& copy) {

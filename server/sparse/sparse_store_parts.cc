@@ -111,7 +111,10 @@ void SparseStore::PullParts(int rank, int64_t step, const std::vector<Part>& par
   (void)rank;
   absl::StatusOr<std::vector<WaitingPull>> decoded = DecodePulls(step, parts, ids, deadline);
   if (!decoded.ok()) return done(decoded.status());
-  std::vector<WaitingPull>& pulls = *decoded;
+  AnswerAll(*std::move(decoded), std::move(done));
+}
+
+void SparseStore::AnswerAll(std::vector<WaitingPull> pulls, PartsDone done) {
   if (pulls.empty()) return done(std::vector<PulledRows>{});
   // Answered part by part, each on whichever thread makes it ready; the
   // last answer (or the first error) calls `done`.

@@ -160,7 +160,7 @@ void SparseTable::Put(int64_t id, const float* row, const float* slots) {
   std::memcpy(dst + spec_.dim, slots, slots_ * sizeof(float));
 }
 
-void SparseTable::Export(const int64_t* ids, size_t n, float* out) {
+void SparseTable::Export(const int64_t* ids, size_t n, float* out, int32_t* admission) {
   const size_t dim = static_cast<size_t>(spec_.dim);
   ForRows(ids, n, /*pushed=*/false, [&](const float* row, size_t i) {
     float* dst = out + i * stride_;
@@ -170,20 +170,16 @@ void SparseTable::Export(const int64_t* ids, size_t n, float* out) {
       InitialRow(spec_, ids[i], dst);
       std::memset(dst + dim, 0, slots_ * sizeof(float));
     }
-  });
-}
-
-void SparseTable::ExportAdmission(const int64_t* ids, size_t n, int32_t* out) {
-  for (size_t i = 0; i < n; ++i) {
-    Stripe& s = stripes_[StripeOf(ids[i])];
-    absl::MutexLock lock(&s.mu);
-    if (s.index.contains(ids[i])) {
-      out[i] = -1;
-      continue;
+    if (admission == nullptr) return;
+    if (row != nullptr) {
+      admission[i] = -1;
+      return;
     }
-    auto it = s.seen.find(ids[i]);
-    out[i] = it == s.seen.end() ? 0 : static_cast<int32_t>(it->second);
-  }
+    // ForRows holds the id's stripe locked while it visits the id.
+    const Stripe& s = stripes_[StripeOf(ids[i])];
+    const auto seen = s.seen.find(ids[i]);
+    admission[i] = seen == s.seen.end() ? 0 : static_cast<int32_t>(seen->second);
+  });
 }
 
 void SparseTable::PutWaiting(int64_t id, uint32_t pushes) {

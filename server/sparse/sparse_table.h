@@ -56,15 +56,15 @@ class SparseTable {
   void ForEach(const std::function<void(int64_t id, const float* row, const float* slots)>& fn);
   void Put(int64_t id, const float* row, const float* slots);
   // The rows of `ids`, each as dim values then its slots (a row not yet
-  // admitted reads as its initial value with zero slots).
-  void Export(const int64_t* ids, size_t n, float* out);
+  // admitted reads as its initial value with zero slots); with `admission`,
+  // per id also -1 when its row is stored, else how many pushes have
+  // counted toward storing it (admission by count, for copies).
+  void Export(const int64_t* ids, size_t n, float* out, int32_t* admission = nullptr);
 
   // Admission by count, for copies (--replicas > 1): whether this table
-  // admits rows by count; per id, -1 when its row is stored, else how many
-  // pushes have counted toward storing it; and that count put back on a
-  // copy (0 forgets the id; a row stored here stays).
+  // admits rows by count, and an id's count put back on a copy (0 forgets
+  // the id; a row stored here stays).
   bool admits_by_count() const { return admit_count_ > 1; }
-  void ExportAdmission(const int64_t* ids, size_t n, int32_t* out);
   void PutWaiting(int64_t id, uint32_t pushes);
   // Every id counted toward admission and not stored yet, with its count.
   void ForEachWaiting(const std::function<void(int64_t id, uint32_t pushes)>& fn);
