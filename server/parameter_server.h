@@ -154,7 +154,9 @@ class ParameterServer {
   virtual absl::StatusOr<wire::InitOutcome> Init(uint64_t session, const Layout& layout,
                                                  const std::vector<ChunkPayload>& chunks) = 0;
 
-  // Validates every chunk, then applies or buffers each. One outcome per chunk.
+  // Validates every chunk, then applies or buffers each. One outcome per
+  // chunk, at once: tests drive the core with it; the services use the
+  // callback form below, whose answer may wait for the backup.
   virtual absl::StatusOr<std::vector<wire::PushOutcome>> Push(
       uint64_t session, int64_t step, const std::vector<ChunkPayload>& chunks) = 0;
 
@@ -184,17 +186,14 @@ class ParameterServer {
 
   // Sparse tables (server/sparse/sparse_store.h): one worker's row
   // gradients of `step` for one or more tables (`parts`, their ids and
-  // rows back to back in `grads`), one outcome per part; and a pull of rows
-  // by id, which calls `done` once as Pull() does.
-  virtual absl::StatusOr<std::vector<wire::PushOutcome>> PushRows(uint64_t session, int64_t step,
-                                                                  const std::vector<SparseStore::Part>& parts,
-                                                                  const RowPayload& grads) = 0;
-  virtual void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
-                        absl::string_view ids, absl::Time deadline, SparseStore::PartsDone done) = 0;
-  // PushRows, answered through `done` as Push's callback form is, for the
-  // parts' tables (SparseStore::AwaitCopied).
+  // rows back to back in `grads`), one outcome per part, answered through
+  // `done` as Push's callback form is (with --replicas > 1, once the parts'
+  // tables' copy allows: SparseStore::AwaitCopied); and a pull of rows by
+  // id, which calls `done` once as Pull() does.
   virtual void PushRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
                         const RowPayload& grads, absl::Time deadline, PushDone done) = 0;
+  virtual void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts,
+                        absl::string_view ids, absl::Time deadline, SparseStore::PartsDone done) = 0;
 
   // Returns the current step.
   virtual absl::StatusOr<int64_t> Heartbeat(uint64_t session) = 0;

@@ -19,14 +19,11 @@
 namespace shardps {
 
 bool ParameterServerImpl::PushAckReady(const PendingPull& ack) {
-  const bool sync = options_.job.mode == Mode::kSync;
-  const int64_t included = ack.step - KeptPushSteps(sync);  // the copy must include this step's pushes
+  // Sync: every step before `step` there, as a pull of `step` waits for.
+  if (options_.job.mode == Mode::kSync) return PullReady(ack);
+  const int64_t included = ack.step - KeptPushSteps(/*sync=*/false);  // the copy must include this step's pushes
   for (const ChunkKey& key : ack.keys) {
     KeyState& k = table_->at(key);
-    if (sync) {
-      if (k.version < ack.step || !ReplicatedFor(k, ack.step)) return false;
-      continue;
-    }
     if (GateCopy(k) < 0) continue;
     absl::MutexLock lock(&k.mu);
     if (k.replicated_pushed_step[ack.rank] < included) return false;

@@ -48,9 +48,6 @@ class ParameterServerImpl final : public ParameterServer {
             PushDone done) override;
   void Pull(uint64_t session, int64_t step, std::vector<ChunkKey> keys, wire::DType answer, bool after_own_push,
             absl::Time deadline, PullDone done) override;
-  absl::StatusOr<std::vector<wire::PushOutcome>> PushRows(uint64_t session, int64_t step,
-                                                          const std::vector<SparseStore::Part>& parts,
-                                                          const RowPayload& grads) override;
   void PullRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, absl::string_view ids,
                 absl::Time deadline, SparseStore::PartsDone done) override;
   void PushRows(uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, const RowPayload& grads,
@@ -97,7 +94,7 @@ class ParameterServerImpl final : public ParameterServer {
       ABSL_SHARED_LOCKS_REQUIRED(rewind_mu_);
   absl::StatusOr<SparseStore*> ApplyPushRows(uint64_t session, int64_t step,
                                              const std::vector<SparseStore::Part>& parts, const RowPayload& grads,
-                                             std::vector<wire::PushOutcome>* outcomes, int* rank_out = nullptr)
+                                             std::vector<wire::PushOutcome>* outcomes, int* rank_out)
       ABSL_SHARED_LOCKS_REQUIRED(rewind_mu_);
   // With --replicas > 1 a push's answer waits for the next copy
   // (parameter_server_acks.cc): whether `ack` may go now.

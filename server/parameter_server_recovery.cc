@@ -163,8 +163,8 @@ void ParameterServerImpl::Tick() {
     refused_.fetch_add(1);
     if (p.push_ack) {
       p.done(absl::DeadlineExceededError(absl::StrCat("push of step ", p.step, " on server ", options_.server_id,
-                                                      ": the keys' next copy lacked the steps before it by the "
-                                                      "push's deadline")));
+                                                      ": the keys' next copy lacked the worker's earlier pushes "
+                                                      "by the push's deadline")));
       continue;
     }
     p.done(absl::DeadlineExceededError(absl::StrCat("pull for step ", p.step, " by worker ", p.rank,

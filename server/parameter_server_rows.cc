@@ -75,18 +75,6 @@ absl::StatusOr<SparseStore*> ParameterServerImpl::RowStoreFor(const std::vector<
   return store;
 }
 
-absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::PushRows(
-    uint64_t session, int64_t step, const std::vector<SparseStore::Part>& parts, const RowPayload& grads) {
-  std::vector<wire::PushOutcome> outcomes;
-  {
-    absl::ReaderMutexLock state(&rewind_mu_);
-    absl::Status pushed = ApplyPushRows(session, step, parts, grads, &outcomes).status();
-    if (!pushed.ok()) return pushed;
-  }
-  FlushReplicas();  // the rows of a step this push completed
-  return outcomes;
-}
-
 absl::StatusOr<SparseStore*> ParameterServerImpl::ApplyPushRows(uint64_t session, int64_t step,
                                                                const std::vector<SparseStore::Part>& parts,
                                                                const RowPayload& grads,

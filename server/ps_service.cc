@@ -133,7 +133,7 @@ absl::StatusOr<wire::InitResponse> Init(ParameterServer* core, const wire::InitR
 }
 
 // Push in plain protobuf, answered when the core acknowledges it (at once
-// but in sync with --replicas > 1: ParameterServer::Push).
+// but with --replicas > 1: ParameterServer::Push).
 class PushReactor final : public ProtoReactor<wire::PushRequest> {
  public:
   using ProtoReactor::ProtoReactor;

@@ -1,6 +1,6 @@
 // Pulls that wait: in sync mode for a key version, in ssp mode for the
-// slowest worker's clock; and sync pushes' acknowledgements, which wait for
-// the keys' next copy (PendingPull::push_ack). A pull is added unless it is
+// slowest worker's clock; and, with --replicas > 1, pushes' answers, which
+// wait for the keys' next copy (PendingPull::push_ack). A pull is added unless it is
 // ready already, checked under the same lock that later pokes take, so no
 // wake-up is lost.
 //
@@ -27,8 +27,8 @@ struct PendingPull {
   bool after_own_push = false;  // async, ssp: also wait for this worker's push of step - 1
   absl::Time deadline;
   ParameterServer::PullDone done;
-  // A sync push's acknowledgement, held until the keys' next copy has
-  // version `step` (ParameterServer::Push): it reads and counts nothing.
+  // A push's answer, held until the keys' next copy includes the worker's
+  // older pushes (ParameterServer::Push): it reads and counts nothing.
   bool push_ack = false;
 };
 

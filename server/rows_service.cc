@@ -63,7 +63,7 @@ class PushRowsReactor final : public UnaryReactor {
     if (!parsed.ok()) return Refuse(parsed);
     const absl::string_view row_bytes(reinterpret_cast<const char*>(rows.data()), row_size);
     // The rows are read (or taken) before PushRows returns; the answer may
-    // come later (sync with --replicas > 1: ParameterServer::PushRows).
+    // come later (with --replicas > 1: ParameterServer::PushRows).
     core_->PushRows(req.session_id(), req.step(), PartsOf(req.parts(), req.table(), ids.size()),
                     RowPayload{ids, row_bytes, req.dtype(), &rows}, Deadline(),
                     [this](absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) {
