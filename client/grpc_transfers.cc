@@ -107,14 +107,16 @@ int64_t AutomaticWindow(int64_t request_bytes, int64_t floor) {
 
 TransferQueue::Budget PushBudget(const ClientOptions& options) {
   TransferQueue::Budget b;
-  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : AutomaticWindow(PushRequestBytes(options), 512 << 10);
+  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes
+                                          : AutomaticWindow(PushRequestBytes(options), 512 << 10);
   b.behind_reservation = b.total;  // pushes never reserve
   return b;
 }
 
 TransferQueue::Budget FetchBudget(const ClientOptions& options) {
   TransferQueue::Budget b;
-  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes : AutomaticWindow(FetchRequestBytes(options), 256 << 10);
+  b.total = options.in_flight_bytes != 0 ? options.in_flight_bytes
+                                          : AutomaticWindow(FetchRequestBytes(options), 256 << 10);
   // While the weights the next forward needs first are awaited, 128 KB of
   // later ones may be fetched: enough to use a link's spare time during
   // backward, little enough not to delay what is awaited.

@@ -21,9 +21,10 @@ absl::StatusOr<Mode> ModeFromProto(wire::Mode mode);
 // A key's largest size. Small enough that a large tensor spreads over the
 // servers and that no fetch holds a link for long (a fetch is one
 // partition by default, a push up to kDefaultPushRequestBytes of them:
-// client/ps_requests.h); large enough that per-key costs stay small. 32 KB: on the emulated cluster at N = 8 it lifts every mode
-// by 0.01-0.02 over 64 KB at 1.3x the CPU; 16 KB costs more CPU than it
-// gains (README, "Scaling on an emulated cluster").
+// client/ps_requests.h); large enough that per-key costs stay small. 32 KB:
+// on the emulated cluster at N = 8 it lifts every mode by 0.01-0.02 over
+// 64 KB at 1.3x the CPU; 16 KB costs more CPU than it gains (README,
+// "Scaling on an emulated cluster").
 inline constexpr int64_t kDefaultPartitionBytes = 32 << 10;
 // A worker's push requests carry up to this many bytes of one server's keys
 // (ClientOptions::push_request_bytes).

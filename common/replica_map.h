@@ -43,6 +43,7 @@ inline constexpr int kMaxReplicatedServers = 64;
 // so the pushes a worker has dropped are never needed.
 inline int KeptPushSteps(bool sync) { return sync ? 1 : 4; }
 inline constexpr int kExtraKeptRowSteps = 2;
+
 // Generations above this are refused from the wire (far from wrapping).
 inline constexpr uint32_t kMaxGeneration = uint32_t{1} << 30;
 

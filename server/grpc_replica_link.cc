@@ -77,7 +77,9 @@ int64_t AddedBytes(const GrpcReplicaLink::Item& item, const std::vector<GrpcRepl
                    const Newest& newest) {
   int64_t bytes = ItemBytes(item);
   for (const ReplicaUpdate& u : item.updates) {
-    if (auto it = newest.find(u.key); it != newest.end()) bytes -= items[it->second.first].updates[it->second.second].Bytes();
+    if (auto it = newest.find(u.key); it != newest.end()) {
+      bytes -= items[it->second.first].updates[it->second.second].Bytes();
+    }
   }
   return bytes;
 }

@@ -88,7 +88,9 @@ class Server0 {
   // A push of every key server 0 is primary of; its answer lands in *out.
   void Push(int64_t step, std::optional<Outcomes>* out) {
     std::vector<ChunkPayload> chunks;
-    for (const ChunkInfo& c : map_.ChunksOfServer(0)) chunks.push_back({c.key, wire::DTYPE_FLOAT32, {Floats(c.length, 1)}});
+    for (const ChunkInfo& c : map_.ChunksOfServer(0)) {
+      chunks.push_back({c.key, wire::DTYPE_FLOAT32, {Floats(c.length, 1)}});
+    }
     core_->Push(session_, step, chunks, clock_.Now() + absl::Seconds(1), [out](Outcomes o) { *out = std::move(o); });
   }
   // A push of rows of table 0 that hash to server 0.

@@ -356,10 +356,9 @@ void SparseStore::Tick(absl::Time now) {
     }
   }
   for (WaitingPull& p : expired) {
-    p.done(absl::DeadlineExceededError(absl::StrCat(p.ack_only ? "the acknowledgement of a push of table " : "pull of table ",
-                                                    p.table, " rows for step ", p.step,
-                                                    p.ack_only ? " waited past its deadline for the table's next copy"
-                                                               : " waited past its deadline")));
+    const char* what = p.ack_only ? "the answer to a push of table " : "pull of table ";
+    const char* waited = p.ack_only ? " waited past its deadline for the table's next copy" : " waited past its deadline";
+    p.done(absl::DeadlineExceededError(absl::StrCat(what, p.table, " rows for step ", p.step, waited)));
   }
 }
 
