@@ -6,9 +6,13 @@
 // clients) and the machine's CPU use. Baselines in the same run (the machine
 // is shared): one memcpy, one loopback TCP stream, and per size a bare-socket
 // push+pull of the same bytes over as many connections; we print our fraction
-// of the last two. bench/push_pull_bench starts the servers.
+// of the last two. With --compare_servers it measures a second job's servers
+// too, in alternating blocks of rounds, and prints the second's GB/s over the
+// first's per size: a ratio the machine's drift between two runs cannot
+// skew. bench/push_pull_bench starts the servers.
 //
 //   push_pull --servers=127.0.0.1:7000 --clients=1 --sizes_mb=4,16,64
+//   push_pull --servers=A0,A1 --compare_servers=B0,B1 --compare_replicas=2
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -50,6 +54,11 @@ ABSL_FLAG(std::string, wire_dtype, "float32", "Encoding on the wire: float32 or 
 ABSL_FLAG(int64_t, tcp_baseline_mb, 4000, "MB sent over one loopback TCP stream for the baseline (0: skip it and the memcpy one).");
 ABSL_FLAG(std::string, tls_ca, "", "TLS: the CA of the servers' certificates (as ps_worker's --tls_ca).");
 ABSL_FLAG(std::string, auth_token_file, "", "The job token file (as ps_worker's --auth_token_file).");
+ABSL_FLAG(std::string, compare_servers, "",
+          "A second job's servers, measured in alternation with --servers (blocks of --block rounds); prints "
+          "the second's GB/s over the first's per size.");
+ABSL_FLAG(int, compare_replicas, 1, "The second job's --replicas (the first's is --replicas).");
+ABSL_FLAG(int, block, 5, "With --compare_servers: rounds on one job before the next block on the other.");
 ABSL_FLAG(bool, socket_baseline, true,
           "Per size, also time a bare-socket push+pull of the same bytes over the same number of connections "
           "(clients x servers x channels_per_server): the kernel's copies alone, no gRPC, apply or copy-out.");
@@ -101,110 +110,93 @@ absl::Status Round(PsClient& client, int64_t step, uint32_t first, int count, co
   return first_error;
 }
 
-int Run() {
-  absl::StatusOr<std::vector<int64_t>> sizes = ParseSizes();
-  if (!sizes.ok()) {
-    fprintf(stderr, "push_pull: %s\n", std::string(sizes.status().message()).c_str());
-    return 2;
-  }
-  ClientOptions base;
-  base.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
-  if (base.servers.empty()) {
-    fprintf(stderr, "push_pull: --servers is empty\n");
-    return 2;
-  }
-  const int clients = absl::GetFlag(FLAGS_clients);
-  base.job.mode = Mode::kAsync;
-  base.job.num_servers = static_cast<int>(base.servers.size());
-  base.job.num_workers = clients;
-  base.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
-  base.job.replicas = absl::GetFlag(FLAGS_replicas);
-  base.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
-  base.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
-  base.push_request_bytes = absl::GetFlag(FLAGS_push_request_bytes);
-  base.fetch_request_bytes = absl::GetFlag(FLAGS_fetch_request_bytes);
-  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
-  if (!wire_dtype.ok()) {
-    fprintf(stderr, "push_pull: %s\n", std::string(wire_dtype.status().message()).c_str());
-    return 2;
-  }
-  base.wire_dtype = *wire_dtype;
-  base.tls.ca = absl::GetFlag(FLAGS_tls_ca);
-  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
-  if (!token.ok()) {
-    fprintf(stderr, "push_pull: %s\n", std::string(token.status().message()).c_str());
-    return 2;
-  }
-  base.auth_token = *token;
-  const int tensors = absl::GetFlag(FLAGS_tensors);
-  if (tensors < 1) {
-    fprintf(stderr, "push_pull: --tensors must be >= 1\n");
-    return 2;
-  }
-  for (size_t i = 0; i < sizes->size(); ++i) {
-    for (int t = 0; t < tensors; ++t) {
-      base.layout.tensors.push_back({absl::StrCat("t", i, ".", t), {(*sizes)[i] / tensors}});
-    }
-  }
+// One job's servers and what its rounds measured: per client and size, the
+// median ms per round and per push; per size, the machine's CPU over client
+// 0's timed rounds.
+struct Job {
+  ClientOptions options;
+  std::vector<std::vector<double>> ms, push_ms;
+  std::vector<CpuSample> cpu_busy;  // summed over the timed blocks: busy and total jiffies
+};
 
-  double tcp = 0;
-  if (absl::GetFlag(FLAGS_tcp_baseline_mb) > 0) {
-    absl::StatusOr<double> b = LoopbackTcpBytesPerSecond(absl::GetFlag(FLAGS_tcp_baseline_mb) * 1000000);
-    if (!b.ok()) {
-      fprintf(stderr, "push_pull: baseline: %s\n", std::string(b.status().message()).c_str());
-      return 1;
-    }
-    tcp = *b;
-    printf("baseline: one loopback TCP stream: %.2f GB/s; one 64 MB memcpy: %.2f GB/s\n", tcp / 1e9,
-           MemcpyBytesPerSecond(64 << 20) / 1e9);
+absl::StatusOr<std::unique_ptr<PsClient>> StartClient(ClientOptions o, const std::vector<int64_t>& sizes,
+                                                      int tensors) {
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(o);
+  if (!client.ok()) return client;
+  if (absl::Status s = (*client)->Register().status(); !s.ok()) return s;
+  std::vector<std::vector<float>> init;
+  for (int64_t n : sizes) {
+    for (int t = 0; t < tensors; ++t) init.emplace_back(n / tensors, 0.5f);
   }
+  if (absl::Status s = (*client)->Init(init); !s.ok()) return s;
+  return client;
+}
 
+// One client's rounds of size `i` on every job: warm-up then timed rounds,
+// in blocks of `block` rounds per job in turn.
+absl::Status MeasureSize(int rank, size_t i, int64_t floats, int tensors, int block,
+                         const std::vector<std::unique_ptr<PsClient>>& clients, std::vector<Job>& jobs) {
   const int repeats = absl::GetFlag(FLAGS_repeats), warmup = absl::GetFlag(FLAGS_warmup);
-  // per_client[c][size] = the client's median ms per round.
-  std::vector<std::vector<double>> per_client(clients, std::vector<double>(sizes->size()));
-  std::vector<std::vector<double>> push_ms(clients, std::vector<double>(sizes->size()));
-  std::vector<absl::Status> errors(clients);
-  // The machine's CPU over client 0's timed rounds of each size.
-  std::vector<CpuSample> cpu_before(sizes->size()), cpu_after(sizes->size());
-  // Clients start each size together.
-  std::vector<std::unique_ptr<absl::Barrier>> barriers;
-  for (size_t i = 0; i < sizes->size(); ++i) barriers.push_back(std::make_unique<absl::Barrier>(clients));
-
-  auto client_main = [&](int rank) {
-    ClientOptions o = base;
-    o.rank = rank;
-    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Connect(o);
-    absl::Status s = client.status();
-    if (s.ok()) s = (*client)->Register().status();
-    if (s.ok()) {
-      std::vector<std::vector<float>> init;
-      for (int64_t n : *sizes) {
-        for (int t = 0; t < tensors; ++t) init.emplace_back(n / tensors, 0.5f);
-      }
-      s = (*client)->Init(init);
-    }
-    for (size_t i = 0; i < sizes->size(); ++i) {
-      const int64_t per_tensor = (*sizes)[i] / tensors;
-      std::vector<float> grads(per_tensor * tensors, 1e-9f), out(per_tensor * tensors);
-      std::vector<double> ms, push;
-      barriers[i]->Block();
-      for (int r = 0; s.ok() && r < warmup + repeats; ++r) {
-        if (r == warmup && rank == 0) cpu_before[i] = SampleMachineCpu();
+  const int64_t per_tensor = floats / tensors;
+  std::vector<float> grads(per_tensor * tensors, 1e-9f), out(per_tensor * tensors);
+  std::vector<std::vector<double>> ms(jobs.size()), push(jobs.size());
+  for (int first = 0; first < warmup + repeats; first += block) {
+    const int last = std::min(first + block, warmup + repeats);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const CpuSample before = SampleMachineCpu();
+      for (int r = first; r < last; ++r) {
         const absl::Time t0 = absl::Now();
         absl::Time pushed;
-        s = Round(**client, r, static_cast<uint32_t>(i * tensors), tensors, grads.data(), out.data(), per_tensor,
-                  pushed);
-        if (r >= warmup) {
-          ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
-          push.push_back(absl::ToDoubleMilliseconds(pushed - t0));
-        }
+        absl::Status s = Round(*clients[j], r, static_cast<uint32_t>(i * tensors), tensors, grads.data(), out.data(),
+                               per_tensor, pushed);
+        if (!s.ok()) return s;
+        if (r < warmup) continue;
+        ms[j].push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+        push[j].push_back(absl::ToDoubleMilliseconds(pushed - t0));
       }
-      if (!s.ok()) break;
-      if (rank == 0) cpu_after[i] = SampleMachineCpu();
-      std::sort(ms.begin(), ms.end());
-      std::sort(push.begin(), push.end());
-      per_client[rank][i] = ms[ms.size() / 2];
-      push_ms[rank][i] = push[push.size() / 2];
+      if (rank != 0 || last <= warmup) continue;
+      const CpuSample after = SampleMachineCpu();
+      jobs[j].cpu_busy[i].busy += after.busy - before.busy;
+      jobs[j].cpu_busy[i].total += after.total - before.total;
+    }
+  }
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    std::sort(ms[j].begin(), ms[j].end());
+    std::sort(push[j].begin(), push[j].end());
+    jobs[j].ms[rank][i] = ms[j][ms[j].size() / 2];
+    jobs[j].push_ms[rank][i] = push[j][push[j].size() / 2];
+  }
+  return absl::OkStatus();
+}
+
+// Every client thread's rounds on every job; the first error, if any.
+absl::Status MeasureJobs(std::vector<Job>& jobs, const std::vector<int64_t>& sizes, int tensors) {
+  const int clients = jobs[0].options.job.num_workers;
+  for (Job& job : jobs) {
+    job.ms.assign(clients, std::vector<double>(sizes.size()));
+    job.push_ms = job.ms;
+    job.cpu_busy.assign(sizes.size(), CpuSample{});
+  }
+  const int block = absl::GetFlag(FLAGS_compare_servers).empty() ? absl::GetFlag(FLAGS_warmup) +
+                                                                       absl::GetFlag(FLAGS_repeats)
+                                                                 : std::max(1, absl::GetFlag(FLAGS_block));
+  std::vector<absl::Status> errors(clients);
+  // Clients start each size together.
+  std::vector<std::unique_ptr<absl::Barrier>> barriers;
+  for (size_t i = 0; i < sizes.size(); ++i) barriers.push_back(std::make_unique<absl::Barrier>(clients));
+  auto client_main = [&](int rank) {
+    std::vector<std::unique_ptr<PsClient>> connected;
+    absl::Status s;
+    for (const Job& job : jobs) {
+      ClientOptions o = job.options;
+      o.rank = rank;
+      absl::StatusOr<std::unique_ptr<PsClient>> c = StartClient(o, sizes, tensors);
+      if (s.ok()) s = c.status();
+      if (c.ok()) connected.push_back(*std::move(c));
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      barriers[i]->Block();  // even after an error: the others wait here
+      if (s.ok()) s = MeasureSize(rank, i, sizes[i], tensors, block, connected, jobs);
     }
     errors[rank] = s;
   };
@@ -212,35 +204,117 @@ int Run() {
   for (int c = 0; c < clients; ++c) threads.emplace_back(client_main, c);
   for (auto& t : threads) t.join();
   for (int c = 0; c < clients; ++c) {
-    if (!errors[c].ok()) {
-      fprintf(stderr, "push_pull: client %d: %s\n", c, std::string(errors[c].message()).c_str());
-      return 1;
-    }
+    if (!errors[c].ok()) return absl::Status(errors[c].code(), absl::StrCat("client ", c, ": ", errors[c].message()));
   }
-  const int connections = clients * static_cast<int>(base.servers.size()) * std::max(1, base.channels_per_server);
+  return absl::OkStatus();
+}
+
+// Values pushed plus pulled per second over the median client's round.
+double GigabytesPerSecond(const Job& job, size_t i, int64_t floats) {
+  std::vector<double> ms;
+  for (const std::vector<double>& client : job.ms) ms.push_back(client[i]);
+  std::sort(ms.begin(), ms.end());
+  return job.ms.size() * 2.0 * floats * 4 / (ms[ms.size() / 2] / 1e3) / 1e9;
+}
+
+absl::Status PrintTable(const Job& job, const std::vector<int64_t>& sizes, int tensors, double tcp) {
+  const int clients = static_cast<int>(job.ms.size());
+  const int connections =
+      clients * static_cast<int>(job.options.servers.size()) * std::max(1, job.options.channels_per_server);
   printf("%-8s %8s %8s %10s %10s %12s %8s %12s %11s %9s\n", "size_MB", "clients", "tensors", "ms/round", "push_ms",
          "GB/s_values", "of_TCP", "sockets_GB/s", "of_sockets", "cpu_busy");
-  for (size_t i = 0; i < sizes->size(); ++i) {
-    std::vector<double> ms;
-    for (int c = 0; c < clients; ++c) ms.push_back(per_client[c][i]);
-    std::sort(ms.begin(), ms.end());
-    const double median = ms[ms.size() / 2];
-    const double round_bytes = clients * 2.0 * ((*sizes)[i] / tensors) * tensors * 4;  // pushed plus pulled
-    const double gbps = round_bytes / (median / 1e3) / 1e9;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t floats = sizes[i] / tensors * tensors;
+    const double gbps = GigabytesPerSecond(job, i, floats);
+    const double round_bytes = clients * 2.0 * floats * 4;  // pushed plus pulled
     double sockets = 0;
     if (absl::GetFlag(FLAGS_socket_baseline)) {
       absl::StatusOr<double> b =
-          LoopbackPushPullSeconds(static_cast<int64_t>(round_bytes / 2), connections, repeats);
-      if (!b.ok()) {
-        fprintf(stderr, "push_pull: socket baseline: %s\n", std::string(b.status().message()).c_str());
-        return 1;
-      }
+          LoopbackPushPullSeconds(static_cast<int64_t>(round_bytes / 2), connections, absl::GetFlag(FLAGS_repeats));
+      if (!b.ok()) return absl::Status(b.status().code(), absl::StrCat("socket baseline: ", b.status().message()));
       sockets = round_bytes / *b / 1e9;
     }
-    printf("%-8.0f %8d %8d %10.2f %10.2f %12.2f %8.2f %12.2f %11.2f %9.2f\n", (*sizes)[i] * 4 / 1e6, clients, tensors,
-           median, push_ms[0][i], gbps, tcp > 0 ? gbps * 1e9 / tcp : 0.0, sockets, sockets > 0 ? gbps / sockets : 0.0,
-           BusyFraction(cpu_before[i], cpu_after[i]));
+    const CpuSample& cpu = job.cpu_busy[i];
+    printf("%-8.0f %8d %8d %10.2f %10.2f %12.2f %8.2f %12.2f %11.2f %9.2f\n", sizes[i] * 4 / 1e6, clients, tensors,
+           round_bytes / gbps / 1e6, job.push_ms[0][i], gbps, tcp > 0 ? gbps * 1e9 / tcp : 0.0, sockets,
+           sockets > 0 ? gbps / sockets : 0.0, cpu.total > 0 ? cpu.busy / cpu.total : 0.0);
   }
+  return absl::OkStatus();
+}
+
+// The second job's GB/s over the first's, per size.
+void PrintComparison(const std::vector<Job>& jobs, const std::vector<int64_t>& sizes, int tensors) {
+  printf("--compare_servers (replicas %d) against --servers (replicas %d), blocks of %d rounds alternated:\n",
+         jobs[1].options.job.replicas, jobs[0].options.job.replicas, absl::GetFlag(FLAGS_block));
+  printf("%-8s %12s %12s %8s\n", "size_MB", "first_GB/s", "second_GB/s", "ratio");
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t floats = sizes[i] / tensors * tensors;
+    const double a = GigabytesPerSecond(jobs[0], i, floats), b = GigabytesPerSecond(jobs[1], i, floats);
+    printf("%-8.0f %12.2f %12.2f %8.2f\n", sizes[i] * 4 / 1e6, a, b, b / a);
+  }
+}
+
+int Fail(const absl::Status& s) {
+  fprintf(stderr, "push_pull: %s\n", std::string(s.message()).c_str());
+  return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+absl::StatusOr<ClientOptions> BaseOptions(const std::vector<int64_t>& sizes, int tensors) {
+  ClientOptions base;
+  base.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
+  if (base.servers.empty()) return absl::InvalidArgumentError("--servers is empty");
+  base.job.mode = Mode::kAsync;
+  base.job.num_servers = static_cast<int>(base.servers.size());
+  base.job.num_workers = absl::GetFlag(FLAGS_clients);
+  base.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
+  base.job.replicas = absl::GetFlag(FLAGS_replicas);
+  base.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
+  base.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
+  base.push_request_bytes = absl::GetFlag(FLAGS_push_request_bytes);
+  base.fetch_request_bytes = absl::GetFlag(FLAGS_fetch_request_bytes);
+  absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
+  if (!wire_dtype.ok()) return wire_dtype.status();
+  base.wire_dtype = *wire_dtype;
+  base.tls.ca = absl::GetFlag(FLAGS_tls_ca);
+  absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
+  if (!token.ok()) return token.status();
+  base.auth_token = *token;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    for (int t = 0; t < tensors; ++t) base.layout.tensors.push_back({absl::StrCat("t", i, ".", t), {sizes[i] / tensors}});
+  }
+  return base;
+}
+
+int Run() {
+  absl::StatusOr<std::vector<int64_t>> sizes = ParseSizes();
+  if (!sizes.ok()) return Fail(sizes.status());
+  const int tensors = absl::GetFlag(FLAGS_tensors);
+  if (tensors < 1) return Fail(absl::InvalidArgumentError("--tensors must be >= 1"));
+  absl::StatusOr<ClientOptions> base = BaseOptions(*sizes, tensors);
+  if (!base.ok()) return Fail(base.status());
+  std::vector<Job> jobs(1);
+  jobs[0].options = *base;
+  if (!absl::GetFlag(FLAGS_compare_servers).empty()) {
+    Job& second = jobs.emplace_back();
+    second.options = *base;
+    second.options.servers = absl::StrSplit(absl::GetFlag(FLAGS_compare_servers), ',', absl::SkipEmpty());
+    second.options.job.num_servers = static_cast<int>(second.options.servers.size());
+    second.options.job.replicas = absl::GetFlag(FLAGS_compare_replicas);
+  }
+
+  double tcp = 0;
+  if (absl::GetFlag(FLAGS_tcp_baseline_mb) > 0) {
+    absl::StatusOr<double> b = LoopbackTcpBytesPerSecond(absl::GetFlag(FLAGS_tcp_baseline_mb) * 1000000);
+    if (!b.ok()) return Fail(absl::Status(b.status().code(), absl::StrCat("baseline: ", b.status().message())));
+    tcp = *b;
+    printf("baseline: one loopback TCP stream: %.2f GB/s; one 64 MB memcpy: %.2f GB/s\n", tcp / 1e9,
+           MemcpyBytesPerSecond(64 << 20) / 1e9);
+  }
+  if (absl::Status s = MeasureJobs(jobs, *sizes, tensors); !s.ok()) return Fail(s);
+  for (const Job& job : jobs) {
+    if (absl::Status s = PrintTable(job, *sizes, tensors, tcp); !s.ok()) return Fail(s);
+  }
+  if (jobs.size() == 2) PrintComparison(jobs, *sizes, tensors);
   return 0;
 }
 

@@ -158,6 +158,7 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
       spec, std::move(attempt),
       [this, req, resp, spec, queued, sent, answered_by, finished = std::move(finished),
        fanout = std::move(fanout)](absl::Status st) {
+        finished();  // first: the window's next request need not wait for the copy below
         // With replication: kept, as a copy (the caller may reuse its tensors
         // once this push is done), for the backup until a later step's push is
         // acknowledged.
@@ -165,7 +166,6 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
           failover_->Retain(req->server, answered_by->load(), req->header.step(), spec,
                             RawPushAttempt(req->OwnedCopy(), std::make_shared<grpc::ByteBuffer>()));
         }
-        finished();
         TraceTransfer("push", req->server, req->first_tensor, req->header.step(), req->bytes, queued, sent);
         fanout->Finish(st);
       });

@@ -107,13 +107,9 @@ absl::StatusOr<std::vector<ReplicaUpdate>> RawReplicaUpdates(const wire::Replica
   updates.reserve(req.keys_size());
   for (const wire::ReplicaKey& k : req.keys()) {
     const size_t values = static_cast<size_t>(k.raw_values());
-    auto weights = std::make_shared<std::vector<float>>(values);
-    frame.CopyNext(values * 4, reinterpret_cast<char*>(weights->data()));
+    auto weights = std::make_shared<std::vector<float>>(frame.NextFloats(values));
     ReplicaUpdate u{{k.key().tensor(), k.key().chunk()}, k.version(), std::move(weights), {}, {}};
-    for (int i = 0; i < k.raw_slots(); ++i) {
-      std::vector<float>& slot = u.slots.emplace_back(values);
-      frame.CopyNext(values * 4, reinterpret_cast<char*>(slot.data()));
-    }
+    for (int i = 0; i < k.raw_slots(); ++i) u.slots.push_back(frame.NextFloats(values));
     u.last_pushed_step.assign(k.last_pushed_step().begin(), k.last_pushed_step().end());
     updates.push_back(std::move(u));
   }
@@ -129,8 +125,7 @@ std::vector<RowsReplica> RawReplicaRows(const wire::ReplicateRequest& req, Frame
     const size_t n = static_cast<size_t>(r.count());
     auto ids = std::make_shared<std::vector<int64_t>>(n);
     frame.CopyNext(n * 8, reinterpret_cast<char*>(ids->data()));
-    auto values = std::make_shared<std::vector<float>>(n * static_cast<size_t>(r.row_floats()));
-    frame.CopyNext(values->size() * 4, reinterpret_cast<char*>(values->data()));
+    auto values = std::make_shared<std::vector<float>>(frame.NextFloats(n * static_cast<size_t>(r.row_floats())));
     RowsReplica& copy = rows.emplace_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(),
                                                       std::move(ids), std::move(values),
                                                       {r.last_pushed_step().begin(), r.last_pushed_step().end()},

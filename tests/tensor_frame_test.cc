@@ -1,7 +1,7 @@
 // The raw framing (common/tensor_frame.h) and the payload block walker
 // (server/payload_blocks.h): payloads split into slices at every odd place
-// and at misaligned addresses come back bit for bit; malformed frames are
-// refused with INVALID_ARGUMENT.
+// and at misaligned addresses come back bit for bit (by view, pieces, runs
+// and NextFloats); malformed frames are refused with INVALID_ARGUMENT.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -74,6 +74,25 @@ TEST_CASE("a frame round-trips through any slicing, by copy, view, pieces and ru
     const absl::string_view second = (*reader)->Next(148);
     REQUIRE(reinterpret_cast<uintptr_t>(second.data()) % alignof(float) == 0);
     CHECK(std::memcmp(second.data(), b.data(), 148) == 0);
+    CHECK((*reader)->remaining() == 0);
+  }
+}
+
+TEST_CASE("NextFloats reads values whole through any slicing, more than its staging holds", "[frame]") {
+  const std::vector<float> a = Iota(3001), b = Iota(5);  // a: 12004 bytes, three times the staging
+  const std::vector<absl::string_view> payloads = {
+      {reinterpret_cast<const char*>(a.data()), a.size() * 4}, {reinterpret_cast<const char*>(b.data()), b.size() * 4}};
+  const grpc::ByteBuffer frame = EncodeFrame(Header({12004, 20}), payloads);
+  for (size_t slice : {size_t{1}, size_t{3}, size_t{6}, size_t{4097}, size_t{1} << 20}) {
+    INFO("slices of " << slice << " bytes");
+    const grpc::ByteBuffer got = Resliced(frame, slice);
+    wire::PushRequest h;
+    auto reader = FrameReader::Parse(got, &h);
+    REQUIRE(reader.ok());
+    const std::vector<float> first = (*reader)->NextFloats(a.size());
+    CHECK(first.size() == a.size());
+    CHECK(first == a);
+    CHECK((*reader)->NextFloats(b.size()) == b);
     CHECK((*reader)->remaining() == 0);
   }
 }
