@@ -141,12 +141,7 @@ class PushReactor final : public ProtoReactor<wire::PushRequest> {
  private:
   void Serve(const wire::PushRequest& req) override {
     core_->Push(req.session_id(), req.step(), PayloadsOf(req.chunks()), Deadline(),
-                [this](absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) {
-                  if (!outcomes.ok()) return Reply(outcomes.status());
-                  wire::PushResponse resp;
-                  for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
-                  Reply(absl::OkStatus(), MessageBuffer(resp));
-                });
+                [this](absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) { ReplyPush(std::move(outcomes)); });
   }
 };
 

@@ -51,12 +51,7 @@ class PushReactor final : public UnaryReactor {
     }
     // The payloads are read before Push returns; the answer may come later.
     core_->Push(req.session_id(), req.step(), payloads, Deadline(),
-                [this](absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) {
-                  if (!outcomes.ok()) return Reply(outcomes.status());
-                  wire::PushResponse resp;
-                  for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
-                  Reply(absl::OkStatus(), MessageBuffer(resp));
-                });
+                [this](absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) { ReplyPush(std::move(outcomes)); });
   }
   // The push's arrival: from its first bytes to the whole request.
   void Finished(absl::Time started, absl::Time read) override {

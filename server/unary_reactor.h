@@ -13,13 +13,16 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
+#include "common/tensor_frame.h"
 #include "common/trace.h"
 #include "proto/shardps.pb.h"
 #include "server/parameter_server.h"
@@ -45,6 +48,13 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
     if (!status.ok()) return Finish(ToGrpcStatus(status));
     response_ = std::move(response);
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+  // The answer to a push (raw or protobuf): its outcomes, or the core's error.
+  void ReplyPush(absl::StatusOr<std::vector<wire::PushOutcome>> outcomes) {
+    if (!outcomes.ok()) return Reply(outcomes.status());
+    wire::PushResponse resp;
+    for (wire::PushOutcome o : *outcomes) resp.add_outcomes(o);
+    Reply(absl::OkStatus(), MessageBuffer(resp));
   }
   // The call's deadline as absl::Time (InfiniteFuture when none).
   absl::Time Deadline() const {
