@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Requests a worker sends per step, by kind, from the traces of a
+`bench/scaling --trace --out=DIR` run: for each run directory DIR/<mode>-n<N>,
+worker 0's push, fetch ("pull") and await requests per step (the median over
+the steps after the first), as the client's transfer trace records them, one
+event per request.
+
+  python3 bench/requests_per_step.py DIR [DIR...]
+"""
+import collections
+import glob
+import json
+import os
+import statistics
+import sys
+
+KINDS = ("push", "pull", "await")
+
+
+def per_step(trace_path):
+    with open(trace_path) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    counts = collections.defaultdict(collections.Counter)
+    for e in events:
+        kind = e.get("name", "").split(" ")[0]
+        step = e.get("args", {}).get("step")
+        if kind in KINDS and e.get("ph") == "b" and step is not None:
+            counts[step][kind] += 1
+    steps = sorted(counts)[1:]  # the first step warms up (its pulls fetch every tensor)
+    if not steps:
+        raise ValueError(f"{trace_path}: fewer than two traced steps")
+    return {k: statistics.median(counts[s][k] for s in steps) for k in KINDS}, len(steps)
+
+
+def main(dirs):
+    if not dirs:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    print(f"{'run':<16} {'steps':>5} {'push':>7} {'fetch':>7} {'await':>7} {'total':>7}")
+    for d in dirs:
+        for run in sorted(glob.glob(os.path.join(d, "*-n*")), key=lambda p: (p.rsplit("-n", 1)[0], int(p.rsplit("-n", 1)[1]))):
+            trace = os.path.join(run, "worker-0.trace.json")
+            if not os.path.exists(trace):
+                continue
+            m, steps = per_step(trace)
+            print(f"{os.path.basename(run):<16} {steps:>5} {m['push']:>7.0f} {m['pull']:>7.0f} {m['await']:>7.0f} "
+                  f"{sum(m.values()):>7.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
