@@ -2,7 +2,6 @@
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -127,39 +126,6 @@ void FrameReader::WidenNextBfloat16(int64_t count, float* out) {
       half = true;
     }
   }
-}
-
-std::vector<float> FrameReader::NextFloats(size_t count) {
-  std::vector<float> out;
-  out.reserve(count);
-  // Pieces at an aligned address go straight in; others, and a value split
-  // between two pieces, pass through `staged`.
-  float staged[1024];
-  size_t staged_bytes = 0;
-  for (absl::string_view piece : NextPieces(count * sizeof(float))) {
-    const char* p = piece.data();
-    size_t left = piece.size();
-    while (left > 0) {
-      if (staged_bytes == 0 && left >= sizeof(float) && reinterpret_cast<uintptr_t>(p) % alignof(float) == 0) {
-        const size_t whole = left / sizeof(float);
-        const float* values = reinterpret_cast<const float*>(p);
-        out.insert(out.end(), values, values + whole);
-        p += whole * sizeof(float);
-        left -= whole * sizeof(float);
-        continue;
-      }
-      const size_t take = std::min(left, sizeof(staged) - staged_bytes);
-      std::memcpy(reinterpret_cast<char*>(staged) + staged_bytes, p, take);
-      staged_bytes += take;
-      p += take;
-      left -= take;
-      const size_t full = staged_bytes / sizeof(float);
-      out.insert(out.end(), staged, staged + full);
-      staged_bytes -= full * sizeof(float);
-      std::memmove(staged, reinterpret_cast<char*>(staged) + full * sizeof(float), staged_bytes);
-    }
-  }
-  return out;
 }
 
 std::vector<absl::string_view> FrameReader::NextPieces(size_t n) {

@@ -61,10 +61,6 @@ class FrameReader {
   std::vector<absl::string_view> NextPieces(size_t n);
   // Copies the next n (<= remaining()) payload bytes to dst.
   void CopyNext(size_t n, char* dst);
-  // The next `count` float32 values (4 * count <= remaining() bytes) in a
-  // vector of their own, written once (no zeroing first, as a sized vector
-  // would cost).
-  std::vector<float> NextFloats(size_t count);
   // Reads the next `count` bfloat16 values (2 * count <= remaining() bytes)
   // and writes them to out as float32.
   void WidenNextBfloat16(int64_t count, float* out);

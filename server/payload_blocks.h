@@ -83,6 +83,17 @@ void ForEachFloatRun(const PayloadPieces& pieces, Fn fn) {
   });
 }
 
+// The payload's float32 values in a vector of their own (a copy's values to
+// keep), written once: a vector sized first would be zeroed first.
+inline std::vector<float> FloatsOf(const PayloadPieces& pieces) {
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(PayloadBytes(pieces) / 4));
+  ForEachFloatRun(pieces, [&](int64_t, const UnalignedFloat* values, int64_t count) {
+    out.insert(out.end(), values, values + count);
+  });
+  return out;
+}
+
 // Calls fn(first, values, count) for consecutive blocks of a gradient's
 // values as float32, in order: float32 payloads are read in place;
 // bfloat16 ones are widened a block at a time into a buffer that stays in

@@ -11,6 +11,7 @@
 #include "common/tensor_frame.h"
 #include "common/wire_dtype.h"
 #include "proto/shardps.pb.h"
+#include "server/payload_blocks.h"
 #include "server/unary_reactor.h"
 
 namespace shardps {
@@ -102,9 +103,9 @@ absl::StatusOr<std::vector<ReplicaUpdate>> RawReplicaUpdates(const wire::Replica
   updates.reserve(req.keys_size());
   for (const wire::ReplicaKey& k : req.keys()) {
     const size_t values = static_cast<size_t>(k.raw_values());
-    auto weights = std::make_shared<std::vector<float>>(frame.NextFloats(values));
+    auto weights = std::make_shared<std::vector<float>>(FloatsOf(frame.NextPieces(values * 4)));
     ReplicaUpdate u{{k.key().tensor(), k.key().chunk()}, k.version(), std::move(weights), {}, {}};
-    for (int i = 0; i < k.raw_slots(); ++i) u.slots.push_back(frame.NextFloats(values));
+    for (int i = 0; i < k.raw_slots(); ++i) u.slots.push_back(FloatsOf(frame.NextPieces(values * 4)));
     u.last_pushed_step.assign(k.last_pushed_step().begin(), k.last_pushed_step().end());
     updates.push_back(std::move(u));
   }
@@ -120,7 +121,7 @@ std::vector<RowsReplica> RawReplicaRows(const wire::ReplicateRequest& req, Frame
     const size_t n = static_cast<size_t>(r.count());
     auto ids = std::make_shared<std::vector<int64_t>>(n);
     frame.CopyNext(n * 8, reinterpret_cast<char*>(ids->data()));
-    auto values = std::make_shared<std::vector<float>>(frame.NextFloats(n * static_cast<size_t>(r.row_floats())));
+    auto values = std::make_shared<std::vector<float>>(FloatsOf(frame.NextPieces(n * 4 * static_cast<size_t>(r.row_floats()))));
     RowsReplica& copy = rows.emplace_back(RowsReplica{r.primary(), r.table(), r.version(), r.row_floats(),
                                                       std::move(ids), std::move(values),
                                                       {r.last_pushed_step().begin(), r.last_pushed_step().end()},

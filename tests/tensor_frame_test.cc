@@ -1,7 +1,7 @@
 // The raw framing (common/tensor_frame.h) and the payload block walker
 // (server/payload_blocks.h): payloads split into slices at every odd place
 // and at misaligned addresses come back bit for bit (by view, pieces, runs
-// and NextFloats); malformed frames are refused with INVALID_ARGUMENT.
+// and FloatsOf); malformed frames are refused with INVALID_ARGUMENT.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -78,8 +78,8 @@ TEST_CASE("a frame round-trips through any slicing, by copy, view, pieces and ru
   }
 }
 
-TEST_CASE("NextFloats reads values whole through any slicing, more than its staging holds", "[frame]") {
-  const std::vector<float> a = Iota(3001), b = Iota(5);  // a: 12004 bytes, three times the staging
+TEST_CASE("FloatsOf reads values whole through any slicing", "[frame]") {
+  const std::vector<float> a = Iota(3001), b = Iota(5);
   const std::vector<absl::string_view> payloads = {
       {reinterpret_cast<const char*>(a.data()), a.size() * 4}, {reinterpret_cast<const char*>(b.data()), b.size() * 4}};
   const grpc::ByteBuffer frame = EncodeFrame(Header({12004, 20}), payloads);
@@ -89,10 +89,10 @@ TEST_CASE("NextFloats reads values whole through any slicing, more than its stag
     wire::PushRequest h;
     auto reader = FrameReader::Parse(got, &h);
     REQUIRE(reader.ok());
-    const std::vector<float> first = (*reader)->NextFloats(a.size());
+    const std::vector<float> first = FloatsOf((*reader)->NextPieces(a.size() * 4));
     CHECK(first.size() == a.size());
     CHECK(first == a);
-    CHECK((*reader)->NextFloats(b.size()) == b);
+    CHECK(FloatsOf((*reader)->NextPieces(b.size() * 4)) == b);
     CHECK((*reader)->remaining() == 0);
   }
 }
