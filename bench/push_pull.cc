@@ -143,8 +143,9 @@ absl::Status MeasureSize(int rank, size_t i, int64_t floats, int tensors, int bl
   for (int first = 0; first < warmup + repeats; first += block) {
     const int last = std::min(first + block, warmup + repeats);
     for (size_t j = 0; j < jobs.size(); ++j) {
-      const CpuSample before = SampleMachineCpu();
+      CpuSample before;  // from the block's first timed round
       for (int r = first; r < last; ++r) {
+        if (r == std::max(first, warmup)) before = SampleMachineCpu();
         const absl::Time t0 = absl::Now();
         absl::Time pushed;
         absl::Status s = Round(*clients[j], r, static_cast<uint32_t>(i * tensors), tensors, grads.data(), out.data(),
@@ -209,12 +210,17 @@ absl::Status MeasureJobs(std::vector<Job>& jobs, const std::vector<int64_t>& siz
   return absl::OkStatus();
 }
 
-// Values pushed plus pulled per second over the median client's round.
-double GigabytesPerSecond(const Job& job, size_t i, int64_t floats) {
+// The median client's ms per round of size i.
+double MedianMs(const Job& job, size_t i) {
   std::vector<double> ms;
   for (const std::vector<double>& client : job.ms) ms.push_back(client[i]);
   std::sort(ms.begin(), ms.end());
-  return job.ms.size() * 2.0 * floats * 4 / (ms[ms.size() / 2] / 1e3) / 1e9;
+  return ms[ms.size() / 2];
+}
+
+// Values pushed plus pulled per second over the median client's round.
+double GigabytesPerSecond(const Job& job, size_t i, int64_t floats) {
+  return job.ms.size() * 2.0 * floats * 4 / (MedianMs(job, i) / 1e3) / 1e9;
 }
 
 absl::Status PrintTable(const Job& job, const std::vector<int64_t>& sizes, int tensors, double tcp) {
@@ -236,7 +242,7 @@ absl::Status PrintTable(const Job& job, const std::vector<int64_t>& sizes, int t
     }
     const CpuSample& cpu = job.cpu_busy[i];
     printf("%-8.0f %8d %8d %10.2f %10.2f %12.2f %8.2f %12.2f %11.2f %9.2f\n", sizes[i] * 4 / 1e6, clients, tensors,
-           round_bytes / gbps / 1e6, job.push_ms[0][i], gbps, tcp > 0 ? gbps * 1e9 / tcp : 0.0, sockets,
+           MedianMs(job, i), job.push_ms[0][i], gbps, tcp > 0 ? gbps * 1e9 / tcp : 0.0, sockets,
            sockets > 0 ? gbps / sockets : 0.0, cpu.total > 0 ? cpu.busy / cpu.total : 0.0);
   }
   return absl::OkStatus();
@@ -290,6 +296,9 @@ int Run() {
   if (!sizes.ok()) return Fail(sizes.status());
   const int tensors = absl::GetFlag(FLAGS_tensors);
   if (tensors < 1) return Fail(absl::InvalidArgumentError("--tensors must be >= 1"));
+  if (absl::GetFlag(FLAGS_repeats) < 1 || absl::GetFlag(FLAGS_warmup) < 0) {
+    return Fail(absl::InvalidArgumentError("--repeats must be >= 1 and --warmup >= 0"));
+  }
   absl::StatusOr<ClientOptions> base = BaseOptions(*sizes, tensors);
   if (!base.ok()) return Fail(base.status());
   std::vector<Job> jobs(1);

@@ -11,6 +11,7 @@ import collections
 import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -29,7 +30,7 @@ def per_step(trace_path):
             counts[step][kind] += 1
     steps = sorted(counts)[1:]  # the first step warms up (its pulls fetch every tensor)
     if not steps:
-        raise ValueError(f"{trace_path}: fewer than two traced steps")
+        raise ValueError("fewer than two traced steps")
     return {k: statistics.median(counts[s][k] for s in steps) for k in KINDS}, len(steps)
 
 
@@ -39,13 +40,20 @@ def main(dirs):
         return 2
     print(f"{'run':<16} {'steps':>5} {'push':>7} {'fetch':>7} {'await':>7} {'total':>7}")
     for d in dirs:
-        for run in sorted(glob.glob(os.path.join(d, "*-n*")), key=lambda p: (p.rsplit("-n", 1)[0], int(p.rsplit("-n", 1)[1]))):
+        runs = []  # (mode, N, path) of each run directory <mode>-n<N>
+        for path in glob.glob(os.path.join(d, "*-n*")):
+            m = re.fullmatch(r"(.+)-n(\d+)", os.path.basename(path))
+            if m and os.path.exists(os.path.join(path, "worker-0.trace.json")):
+                runs.append((m.group(1), int(m.group(2)), path))
+        for _, _, run in sorted(runs):
             trace = os.path.join(run, "worker-0.trace.json")
-            if not os.path.exists(trace):
-                continue
-            m, steps = per_step(trace)
-            print(f"{os.path.basename(run):<16} {steps:>5} {m['push']:>7.0f} {m['pull']:>7.0f} {m['await']:>7.0f} "
-                  f"{sum(m.values()):>7.0f}")
+            try:
+                counts, steps = per_step(trace)
+            except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+                print(f"requests_per_step: {trace}: {e}", file=sys.stderr)
+                return 1
+            print(f"{os.path.basename(run):<16} {steps:>5} {counts['push']:>7.0f} {counts['pull']:>7.0f} "
+                  f"{counts['await']:>7.0f} {sum(counts.values()):>7.0f}")
     return 0
 
 

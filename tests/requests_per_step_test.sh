@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # bench/requests_per_step.py on real traces: bench/scaling runs sync jobs of 1
-# and 2 workers (emulated compute, --trace), and the script counts worker 0's
+# and 2 workers (emulated compute of 1 s a step, so that a step's pushes
+# group alike from run to run; --trace), and the script counts worker 0's
 # requests per step. Awaits are one per tensor's pull at any N; pushes grow
 # with N (a push request holds one server's keys of one call); a trace of
-# fewer than two steps is refused. Prints a Catch2-style summary line.
+# fewer than two steps, or not JSON, is refused with a one-line error.
+# Prints a Catch2-style summary line.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
 source "$runfiles/tests/checks.sh"
@@ -11,7 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 script=$runfiles/bench/requests_per_step.py
 
-SHARDPS_BIN=$runfiles "$runfiles/bench/scaling" --compute_ms=50 --steps=3 --workers=1,2 --modes=sync --trace \
+SHARDPS_BIN=$runfiles "$runfiles/bench/scaling" --compute_ms=1000 --steps=3 --workers=1,2 --modes=sync --trace \
   --out="$work/runs" > "$work/scaling.txt" 2>&1 || fail "bench/scaling: $(tail -3 "$work/scaling.txt")"
 python3 "$script" "$work/runs" > "$work/counts.txt" 2>&1 || fail "requests_per_step: $(cat "$work/counts.txt")"
 cat "$work/counts.txt"
@@ -33,4 +35,8 @@ echo '{"traceEvents": [{"ph": "b", "name": "push t0 to server 0", "args": {"step
 python3 "$script" "$work/short" > "$work/short.txt" 2>&1 && fail "a one-step trace was counted: $(cat "$work/short.txt")"
 grep -q "fewer than two traced steps" "$work/short.txt" || fail "unclear refusal: $(cat "$work/short.txt")"
 pass "a one-step trace is refused, naming why"
+echo '{"traceEvents": [' > "$work/short/sync-n1/worker-0.trace.json"
+python3 "$script" "$work/short" > "$work/broken.txt" 2>&1 && fail "a broken trace was counted"
+grep -q "^requests_per_step: " "$work/broken.txt" || fail "a broken trace gave no clear error: $(cat "$work/broken.txt")"
+pass "a trace that is not JSON is refused with a one-line error"
 all_passed
