@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/atomic_max.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -92,8 +93,7 @@ void Failover::PushKeptAgain() {
 void Failover::Retain(int server, int acked_by, int64_t step, const CallSpec& spec,
                       const ServerConnection::Attempt& attempt, bool rows) {
   const int64_t keep = rows ? keep_steps_ + kExtraKeptRowSteps : keep_steps_;
-  for (int64_t seen = last_step_.load(); step > seen && !last_step_.compare_exchange_weak(seen, step);) {
-  }
+  RaiseTo(last_step_, step);
   {
     absl::MutexLock lock(&mu_);
     const auto done_with = [&](const Kept& k) { return k.server == server && k.rows == rows && k.step <= step - keep; };

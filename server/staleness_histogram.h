@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/atomic_max.h"
+
 namespace shardps {
 
 class StalenessHistogram {
@@ -43,9 +45,7 @@ class StalenessHistogram {
     while (b < kBounds.size() && staleness > kBounds[b]) ++b;
     buckets_[b].fetch_add(1, std::memory_order_relaxed);
     sum_.fetch_add(staleness, std::memory_order_relaxed);
-    int64_t seen = max_.load(std::memory_order_relaxed);
-    while (staleness > seen && !max_.compare_exchange_weak(seen, staleness)) {
-    }
+    RaiseTo(max_, staleness);
   }
   // Since the start.
   Counts Read() const;

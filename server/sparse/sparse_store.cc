@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_max.h"
 #include "common/wire_dtype.h"
 #include "server/sparse/table_state.h"
 
@@ -314,9 +315,7 @@ void SparseStore::WakeReady() {
 }
 
 void SparseStore::NoteStep(TableState& t, int64_t step) {
-  int64_t seen = t.step_seen.load(std::memory_order_relaxed);
-  while (step > seen && !t.step_seen.compare_exchange_weak(seen, step, std::memory_order_relaxed)) {
-  }
+  const int64_t seen = RaiseTo(t.step_seen, step, std::memory_order_relaxed);
   t.table.TouchAt(std::max(seen, step));
 }
 

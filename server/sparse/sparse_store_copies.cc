@@ -11,18 +11,12 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_max.h"
 #include "common/replica_map.h"
 #include "server/sparse/sparse_store.h"
 #include "server/sparse/table_state.h"
 
 namespace shardps {
-namespace {
-// Raises `a` to `v` unless it is higher already.
-void RaiseTo(std::atomic<int64_t>& a, int64_t v) {
-  for (int64_t seen = a.load(); v > seen && !a.compare_exchange_weak(seen, v);) {
-  }
-}
-}  // namespace
 
 void SparseStore::NoteCopied(uint32_t table, int64_t version, const std::vector<int64_t>& pushed) {
   absl::StatusOr<TableState*> t = TableAt(table);
