@@ -8,7 +8,7 @@
 //
 // Options: servers, rank, num_workers, mode, staleness, partition_bytes,
 // wire_dtype, channels_per_server, in_flight_bytes, push_request_bytes,
-// fetch_request_bytes, push_timeout,
+// fetch_request_bytes, coalesce_pushes, push_timeout,
 // pull_timeout, server_timeout, heartbeat_interval (durations as "30s",
 // "500ms" or seconds), tls_ca, tls_cert, tls_key, tls_mutual,
 // auth_token_file, flagfile.

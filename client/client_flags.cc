@@ -33,6 +33,10 @@ ABSL_FLAG(int64_t, push_request_bytes, shardps::kDefaultPushRequestBytes,
           "The most bytes of one server's chunks of a push that share a request (fewer calls; a partition at least, "
           "0: one partition; half of --in_flight_bytes at most when that is set; keep it under the servers' "
           "--max_message_bytes).");
+ABSL_FLAG(bool, coalesce_pushes, true,
+          "While a push to a server is in flight, the step's later pushes to it wait and leave together as one "
+          "request, up to --push_request_bytes: a worker's requests per step stay flat as N grows (false: each "
+          "call's keys for a server are a request of their own).");
 ABSL_FLAG(int64_t, fetch_request_bytes, 0,
           "The most bytes of one server's chunks of a pull that share a request (0: one partition; more is faster "
           "for big tensors on fast links, and queues the weights the next forward pass waits for behind more bytes).");
@@ -88,6 +92,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.channels_per_server = absl::GetFlag(FLAGS_channels_per_server);
   o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
   o.push_request_bytes = absl::GetFlag(FLAGS_push_request_bytes);
+  o.coalesce_pushes = absl::GetFlag(FLAGS_coalesce_pushes);
   o.fetch_request_bytes = absl::GetFlag(FLAGS_fetch_request_bytes);
   o.async_prefetch = absl::GetFlag(FLAGS_async_prefetch);
   o.pull_with_push = absl::GetFlag(FLAGS_pull_with_push);

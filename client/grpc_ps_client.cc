@@ -75,7 +75,11 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
       key_map_(std::move(map)),
       builder_(&key_map_, PushRequestBytes(options), FetchRequestBytes(options), options.wire_dtype),
       executor_(clock_),
-      push_queue_(PushBudget(options)),
+      push_queue_(PushBudget(options),
+                  {options.coalesce_pushes ? PushRequestBytes(options) : 0,
+                   [this](std::vector<uint64_t> ids, std::function<void()> finished) {
+                     SendWaitingPushes(std::move(ids), std::move(finished));
+                   }}),
       pull_queue_(FetchBudget(options)),
       prefetch_(TensorElements(options.layout), [this](int64_t step, std::vector<TensorOut> tensors, Done done) {
         PullAsync(step, std::move(tensors), std::move(done));

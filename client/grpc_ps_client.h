@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "client/async_prefetch.h"
 #include "client/delayed_executor.h"
@@ -97,6 +98,11 @@ class GrpcPsClient final : public PsClient {
     spec.fails_over = true;
     return spec;
   }
+  // Sends the pushes the push queue starts together (its ids in
+  // waiting_pushes_) in as few requests as carry them (MergePushes); each
+  // push's caller learns the status of them all. `finished` once all are
+  // answered.
+  void SendWaitingPushes(std::vector<uint64_t> ids, std::function<void()> finished);
   // Sends one push request (its turn in the push queue has come).
   void SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,
                 std::shared_ptr<Fanout> fanout);
@@ -156,6 +162,15 @@ class GrpcPsClient final : public PsClient {
   std::vector<std::unique_ptr<ServerConnection>> connections_;
   std::unique_ptr<Failover> failover_;  // with --replicas > 1
   TransferQueue push_queue_, pull_queue_;
+  // Push requests in the push queue, by the id it starts them with.
+  struct WaitingPush {
+    std::shared_ptr<RawPush> request;
+    std::shared_ptr<Fanout> fanout;  // of the PushAsync call it is part of
+    absl::Time queued;
+  };
+  absl::Mutex waiting_mu_;
+  absl::flat_hash_map<uint64_t, WaitingPush> waiting_pushes_ ABSL_GUARDED_BY(waiting_mu_);
+  uint64_t next_push_id_ ABSL_GUARDED_BY(waiting_mu_) = 0;
   AsyncPrefetch prefetch_;  // async's next-step weights, fetched as backward begins
   // Async and ssp: the versions pulls answered, named by pushes; sync needs none.
   PulledVersions pulled_;

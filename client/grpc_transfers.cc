@@ -130,14 +130,44 @@ void GrpcPsClient::PushAsync(int64_t step, std::vector<TensorIn> tensors, Done d
   auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs->size()), std::move(done));
   const absl::Time queued = absl::Now();
   const uint32_t first = FirstTensor(tensors);
+  const int64_t servers = static_cast<int64_t>(connections_.size());
   for (std::shared_ptr<RawPush>& req : *reqs) {
-    const int64_t bytes = req->bytes;  // read before the lambda takes `req`
-    const TransferPriority priority = PriorityOf(step, first, req->server);
-    push_queue_.Submit(priority, bytes,
-                       [this, req = std::move(req), queued, fanout](std::function<void()> finished) mutable {
-                         SendPush(std::move(req), queued, std::move(finished), std::move(fanout));
-                       });
+    const int64_t bytes = req->bytes;
+    const int server = req->server;
+    uint64_t id;
+    {
+      absl::MutexLock lock(&waiting_mu_);
+      id = next_push_id_++;
+      waiting_pushes_.emplace(id, WaitingPush{std::move(req), fanout, queued});
+    }
+    // A step's pushes to one server form a group: those waiting together go as one.
+    push_queue_.SubmitToGroup(PriorityOf(step, first, server), bytes, step * servers + server, id);
   }
+}
+
+void GrpcPsClient::SendWaitingPushes(std::vector<uint64_t> ids, std::function<void()> finished) {
+  std::vector<std::shared_ptr<RawPush>> pushes;
+  std::vector<std::shared_ptr<Fanout>> callers;
+  absl::Time queued = absl::InfiniteFuture();
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    for (uint64_t id : ids) {
+      auto waiting = waiting_pushes_.extract(id);
+      pushes.push_back(std::move(waiting.mapped().request));
+      callers.push_back(std::move(waiting.mapped().fanout));
+      queued = std::min(queued, waiting.mapped().queued);
+    }
+  }
+  std::vector<std::shared_ptr<RawPush>> requests = MergePushes(std::move(pushes));
+  const int count = static_cast<int>(requests.size());
+  auto left = std::make_shared<std::atomic<int>>(count);
+  std::function<void()> all_finished = [left, finished = std::move(finished)] {
+    if (left->fetch_sub(1) == 1) finished();
+  };
+  auto answered = std::make_shared<Fanout>(count, [callers = std::move(callers)](const absl::Status& s) {
+    for (const std::shared_ptr<Fanout>& caller : callers) caller->Finish(s);
+  });
+  for (std::shared_ptr<RawPush>& request : requests) SendPush(std::move(request), queued, all_finished, answered);
 }
 
 void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,

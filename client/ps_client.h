@@ -65,6 +65,11 @@ struct ClientOptions {
   // pass waits for queue behind fewer bytes.
   int64_t push_request_bytes = kDefaultPushRequestBytes;
   int64_t fetch_request_bytes = 0;
+  // While a push to a server is in flight, the step's later pushes to it
+  // wait and leave together as one request, up to push_request_bytes
+  // (client/transfer_queue.h): a step's requests stop multiplying with the
+  // servers a layer is spread over.
+  bool coalesce_pushes = true;
   int64_t max_message_bytes = 256 << 20;
   // The TCP congestion control of this client's connections
   // (common/tcp_congestion.h; "auto": CUBIC where it may be set; "system":

@@ -1,5 +1,6 @@
 #include "client/ps_requests.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/tensor_frame.h"
 #include "common/wire_dtype.h"
@@ -52,6 +53,45 @@ std::shared_ptr<RawPush> RawPush::OwnedCopy() const {
     at += p.size();
   }
   return copy;
+}
+
+namespace {
+// Appends `push` to `into`, which holds pushes of the same step to the same server.
+void Append(RawPush& push, RawPush& into) {
+  into.first_tensor = std::min(into.first_tensor, push.first_tensor);
+  into.bytes += push.bytes;
+  for (wire::Chunk& c : *push.header.mutable_chunks()) *into.header.add_chunks() = std::move(c);
+  into.payloads.insert(into.payloads.end(), push.payloads.begin(), push.payloads.end());
+  for (auto& n : push.narrowed) into.narrowed.push_back(std::move(n));  // the arrays stay where they are
+}
+}  // namespace
+
+std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<RawPush>> pushes) {
+  if (pushes.size() < 2) return pushes;
+  std::vector<std::shared_ptr<RawPush>> merged;
+  absl::flat_hash_set<ChunkKey> keys;  // of merged.back()
+  bool open = false;                   // merged.back() takes more pushes
+  for (std::shared_ptr<RawPush>& push : pushes) {
+    bool repeats = false;
+    for (const wire::Chunk& c : push->header.chunks()) repeats |= keys.contains(ChunkKey{c.key().tensor(), c.key().chunk()});
+    if (!open || repeats || !push->owned.empty()) {
+      keys.clear();
+      open = push->owned.empty();
+      if (open) {  // a request of its own, which later pushes join
+        auto request = std::make_shared<RawPush>();
+        request->server = push->server;
+        request->first_tensor = push->first_tensor;
+        request->header.set_step(push->header.step());
+        merged.push_back(std::move(request));
+      } else {
+        merged.push_back(std::move(push));
+        continue;
+      }
+    }
+    for (const wire::Chunk& c : push->header.chunks()) keys.insert(ChunkKey{c.key().tensor(), c.key().chunk()});
+    Append(*push, *merged.back());
+  }
+  return merged;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<RawPush>>> RequestBuilder::Pushes(

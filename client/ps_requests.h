@@ -43,6 +43,13 @@ struct RawPush {
   std::shared_ptr<RawPush> OwnedCopy() const;
 };
 
+// Pushes of one step to one server (waiting together in the push queue), as
+// few requests as carry them, in their order. A request ends where the next
+// push names a key it carries already (a server refuses a request that names
+// a key twice); a push that owns its payloads (OwnedCopy) goes alone. The
+// requests borrow what the pushes borrow, and take their bfloat16 buffers.
+std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<RawPush>> pushes);
+
 // Where one pulled chunk goes.
 struct PullTarget {
   ChunkInfo chunk;

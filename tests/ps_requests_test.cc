@@ -88,6 +88,72 @@ TEST_CASE("bfloat16 pushes carry narrowed copies of half the size", "[requests]"
   REQUIRE(first == 0x3f80);  // 1.0f's top 16 bits
 }
 
+// The (tensor, chunk) keys a push names, in order.
+std::vector<std::pair<uint32_t, uint32_t>> KeysOf(const RawPush& req) {
+  std::vector<std::pair<uint32_t, uint32_t>> keys;
+  for (const wire::Chunk& c : req.header.chunks()) keys.emplace_back(c.key().tensor(), c.key().chunk());
+  return keys;
+}
+
+TEST_CASE("waiting pushes of a step to a server merge into one request, in order, payloads still borrowed",
+          "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, 0, wire::DTYPE_FLOAT32);
+  std::vector<float> w(15), b(5);
+  std::vector<std::shared_ptr<RawPush>> pushes = *builder.Pushes(4, {{1, b.data()}});  // backward: b first
+  pushes.push_back((*builder.Pushes(4, {{0, w.data()}}))[0]);
+  std::vector<std::shared_ptr<RawPush>> merged = MergePushes(pushes);
+  REQUIRE(merged.size() == 1);
+  const RawPush& req = *merged[0];
+  CHECK(req.header.step() == 4);
+  CHECK(req.server == 0);
+  CHECK(req.first_tensor == 0);  // its place in line: the earliest tensor it carries
+  CHECK(req.bytes == 80);
+  CHECK(KeysOf(req) == std::vector<std::pair<uint32_t, uint32_t>>{{1, 0}, {1, 1}, {0, 0}, {0, 1}, {0, 2}, {0, 3}});
+  REQUIRE(req.payloads.size() == 6);
+  CHECK(req.payloads[0].data() == reinterpret_cast<const char*>(b.data()));
+  CHECK(req.payloads[2].data() == reinterpret_cast<const char*>(w.data()));  // no copy
+  CHECK(req.payloads[5].size() == 12);
+}
+
+TEST_CASE("a push that names a key again, or owns its payloads, starts a request of its own", "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, 0, wire::DTYPE_FLOAT32);
+  std::vector<float> w(15), b(5);
+  auto push = [&](uint32_t tensor) { return (*builder.Pushes(2, {{tensor, tensor == 0 ? w.data() : b.data()}}))[0]; };
+  // b, w, b again (the server would refuse a request naming b's keys twice), w again.
+  std::vector<std::shared_ptr<RawPush>> merged = MergePushes({push(1), push(0), push(1), push(0)});
+  REQUIRE(merged.size() == 2);
+  CHECK(merged[0]->header.chunks_size() == 6);
+  CHECK(merged[1]->header.chunks_size() == 6);
+  // A copy kept for the failover holds its payloads: sent alone, as it is.
+  std::shared_ptr<RawPush> owned = push(0)->OwnedCopy();
+  merged = MergePushes({push(1), owned, push(1)});
+  REQUIRE(merged.size() == 3);
+  CHECK(merged[1] == owned);
+  CHECK(merged[2]->header.chunks_size() == 2);
+  // One push is left as it is.
+  std::shared_ptr<RawPush> alone = push(1);
+  CHECK(MergePushes({alone})[0] == alone);
+}
+
+TEST_CASE("merged bfloat16 pushes keep their narrowed values where the payloads point", "[requests]") {
+  const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
+  const RequestBuilder builder(&map, 0, wire::DTYPE_BFLOAT16);
+  std::vector<float> w(15, 2.0f), b(5, 1.0f);
+  std::vector<std::shared_ptr<RawPush>> merged =
+      MergePushes({(*builder.Pushes(0, {{1, b.data()}}))[0], (*builder.Pushes(0, {{0, w.data()}}))[0]});
+  REQUIRE(merged.size() == 1);
+  REQUIRE(merged[0]->narrowed.size() == 6);
+  CHECK(merged[0]->bytes == 40);
+  uint16_t first, third;
+  std::memcpy(&first, merged[0]->payloads[0].data(), 2);
+  std::memcpy(&third, merged[0]->payloads[2].data(), 2);
+  CHECK(first == 0x3f80);  // 1.0f
+  CHECK(third == 0x4000);  // 2.0f, from w's narrowed copy
+  CHECK(merged[0]->payloads[2].data() == reinterpret_cast<const char*>(merged[0]->narrowed[2].get()));
+}
+
 TEST_CASE("bad tensors are refused before anything is sent", "[requests]") {
   const KeyMap map = *KeyMap::Build(SmallLayout(), 1, 16);
   const RequestBuilder builder(&map, 0, wire::DTYPE_FLOAT32);

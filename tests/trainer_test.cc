@@ -112,8 +112,9 @@ TEST_CASE("a worker's trace: a span per step and per layer's forward and backwar
   const int layers = (*job.model)->num_layers();
   REQUIRE(Occurrences(json, "\"name\": \"forward 0\"") == 4);
   REQUIRE(Occurrences(json, "\"name\": \"backward " + std::to_string(layers - 1) + "\"") == 4);
-  // mlp: 3 layers of 2 tensors, one 64 KB partition or more each: a push and a pull of each a step.
-  REQUIRE(Occurrences(json, "\"cat\": \"push\"") >= 4 * 6);
+  // mlp: 3 layers of 2 tensors, one 64 KB partition or more each: a pull of
+  // each a step; pushes to the one server coalesce, one request a step at least.
+  REQUIRE(Occurrences(json, "\"cat\": \"push\"") >= 4);
   REQUIRE(Occurrences(json, "\"cat\": \"pull\"") >= 4 * 6);
   REQUIRE(trace.dropped() == 0);
 }

@@ -2,8 +2,10 @@
 // transfer larger than it), waiting transfers start earliest step, then
 // earliest layer first
 // (strictly: a later layer never overtakes a waiting earlier one), equal
-// priorities in submission order, and no budget starts everything. The
-// worker's automatic windows: more pushes than fetched weights in flight.
+// priorities in submission order, and no budget starts everything. A
+// group's waiting transfers go with the first of them that starts, within
+// the grouping's bytes and the budget. The worker's automatic windows: more
+// pushes than fetched weights in flight.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -112,6 +114,121 @@ TEST_CASE("without a budget every transfer starts at once", "[transfer_queue]") 
   int started = 0;
   for (int i = 0; i < 5; ++i) q.Submit({0, i}, 1 << 30, [&](std::function<void()> finished) { ++started; });
   CHECK(started == 5);
+}
+
+// Groups of transfers that finish only when the test says so.
+struct GroupRecorder {
+  std::vector<std::vector<uint64_t>> started;  // the ids of each start, in order
+  std::vector<std::function<void()>> finish;   // by start
+  TransferQueue::Grouping Grouping(int64_t max_bytes) {
+    return {max_bytes, [this](std::vector<uint64_t> ids, std::function<void()> finished) {
+              started.push_back(std::move(ids));
+              finish.push_back(std::move(finished));
+            }};
+  }
+};
+
+TEST_CASE("a group's waiting transfers go with the first that starts, in line order, up to the grouping's bytes",
+          "[transfer_queue]") {
+  GroupRecorder r;
+  TransferQueue q(TransferQueue::Budget{100}, r.Grouping(50));
+  q.SubmitToGroup({0, 0}, 100, /*group=*/1, /*id=*/1);  // starts alone: nothing waits
+  q.SubmitToGroup({0, 1}, 20, 1, 2);  // the rest wait
+  q.SubmitToGroup({0, 2}, 20, 1, 3);
+  q.SubmitToGroup({0, 3}, 30, 2, 4);
+  q.SubmitToGroup({0, 4}, 20, 1, 5);
+  q.SubmitToGroup({0, 5}, 10, 2, 6);
+  REQUIRE(r.started.size() == 1);
+  r.finish[0]();
+  // 2 takes 3 along (40 bytes; 5 would make 60); 4 takes 6 along; 5 waits
+  // for its group's 40 bytes in flight.
+  CHECK(r.started == std::vector<std::vector<uint64_t>>{{1}, {2, 3}, {4, 6}});
+  CHECK(q.in_flight_bytes() == 80);
+  r.finish[1]();  // one finish gives back the group's 40 bytes; 5 starts
+  CHECK(r.started.back() == std::vector<uint64_t>{5});
+  CHECK(q.in_flight_bytes() == 60);
+  r.finish[2]();
+  r.finish[3]();
+  CHECK(q.in_flight_bytes() == 0);
+}
+
+TEST_CASE("a group's transfers overtake others to go together, past the budget by the grouping's bytes at most",
+          "[transfer_queue]") {
+  GroupRecorder r;
+  TransferQueue q(TransferQueue::Budget{100}, r.Grouping(100));
+  q.SubmitToGroup({0, 0}, 100, 1, 1);  // fills the budget
+  q.SubmitToGroup({0, 1}, 40, 1, 2);
+  q.SubmitToGroup({0, 2}, 40, 2, 3);  // another group, between
+  q.SubmitToGroup({0, 3}, 40, 1, 4);  // goes with 2, ahead of 3
+  q.SubmitToGroup({0, 4}, 40, 1, 5);  // would make the group 120: stays behind 3
+  q.SubmitToGroup({0, 5}, 10, 1, 6);  // would fit, but stays behind 5: a group keeps its order
+  r.finish[0]();
+  CHECK(r.started == std::vector<std::vector<uint64_t>>{{1}, {2, 4}});
+  r.finish[1]();  // 3 waited behind the group
+  CHECK(r.started == std::vector<std::vector<uint64_t>>{{1}, {2, 4}, {3}, {5, 6}});
+  CHECK(q.in_flight_bytes() == 90);
+}
+
+TEST_CASE("a group that passes the budget holds back everything after it until the bytes are back under",
+          "[transfer_queue]") {
+  GroupRecorder r;
+  TransferQueue q(TransferQueue::Budget{100}, r.Grouping(100));
+  q.SubmitToGroup({0, 0}, 50, 1, 1);
+  q.SubmitToGroup({0, 1}, 40, 2, 2);  // fits beside 1: 90
+  q.SubmitToGroup({0, 2}, 10, 4, 3);  // fits: 100
+  q.SubmitToGroup({0, 3}, 50, 3, 4);
+  q.SubmitToGroup({0, 4}, 50, 3, 5);
+  q.SubmitToGroup({0, 5}, 10, 4, 6);
+  r.finish[2]();  // 10 free: 4 fits no more than before (140 > 100)
+  CHECK(r.started.size() == 3);
+  r.finish[1]();  // 40 more free: 4 fits, and takes 5 along: 150 in flight
+  CHECK(r.started.back() == std::vector<uint64_t>{4, 5});
+  CHECK(q.in_flight_bytes() == 150);
+  r.finish[0]();  // 100: 6 still waits
+  CHECK(r.started.size() == 4);
+  r.finish[3]();
+  CHECK(r.started.back() == std::vector<uint64_t>{6});
+}
+
+TEST_CASE("a group's small transfers wait while one of it is in flight, and gather; others overtake them",
+          "[transfer_queue]") {
+  GroupRecorder r;
+  TransferQueue q(TransferQueue::Budget{1000}, r.Grouping(100));
+  q.SubmitToGroup({0, 0}, 30, 1, 1);  // starts
+  q.SubmitToGroup({0, 1}, 30, 1, 2);  // waits: its group has 1 in flight
+  q.SubmitToGroup({0, 2}, 30, 1, 3);
+  q.SubmitToGroup({0, 3}, 20, 2, 4);  // another group: starts, ahead of 2 and 3
+  CHECK(r.started == std::vector<std::vector<uint64_t>>{{1}, {4}});
+  q.SubmitToGroup({0, 4}, 30, 1, 5);  // 90 waiting: still less than a full transfer
+  CHECK(r.started.size() == 2);
+  q.SubmitToGroup({0, 5}, 30, 1, 6);  // 120: a full one goes (90 of it), 6 waits
+  CHECK(r.started.back() == std::vector<uint64_t>{2, 3, 5});
+  r.finish[0]();  // the group still has 2, 3 and 5 in flight
+  CHECK(r.started.size() == 3);
+  r.finish[2]();
+  CHECK(r.started.back() == std::vector<uint64_t>{6});
+}
+
+TEST_CASE("a group's full-sized transfers follow each other without waiting", "[transfer_queue]") {
+  GroupRecorder r;
+  TransferQueue q(TransferQueue::Budget{400}, r.Grouping(100));
+  for (uint64_t id = 0; id < 5; ++id) q.SubmitToGroup({0, 0}, 100, 1, id);
+  CHECK(r.started == std::vector<std::vector<uint64_t>>{{0}, {1}, {2}, {3}});  // the budget, not the group, holds 4
+  r.finish[0]();
+  CHECK(r.started.back() == std::vector<uint64_t>{4});
+}
+
+TEST_CASE("without grouping bytes, or without a budget, each transfer of a group goes alone", "[transfer_queue]") {
+  GroupRecorder r;
+  TransferQueue none(TransferQueue::Budget{10}, r.Grouping(0));
+  for (uint64_t id = 0; id < 3; ++id) none.SubmitToGroup({0, 0}, 10, 1, id);
+  r.finish[0]();
+  r.finish[1]();
+  CHECK(r.started == std::vector<std::vector<uint64_t>>{{0}, {1}, {2}});
+  GroupRecorder u;
+  TransferQueue unlimited(TransferQueue::Budget{0}, u.Grouping(1000));
+  for (uint64_t id = 0; id < 3; ++id) unlimited.SubmitToGroup({0, 0}, 10, 1, id);
+  CHECK(u.started == std::vector<std::vector<uint64_t>>{{0}, {1}, {2}});
 }
 
 TEST_CASE("automatic windows: 512 KB of pushes and 256 KB of fetched weights at least, two requests at least "

@@ -1,0 +1,164 @@
+// Push coalescing (ClientOptions::coalesce_pushes, client/grpc_transfers.cc)
+// over real gRPC on 127.0.0.1: a step's pushes to one server that wait in
+// the push window together go as one request, and the servers apply exactly
+// what they would have applied one request at a time, in sync and in async.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/blocking_counter.h"
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+// 48 tensors of one 16-byte key each, like a model's many small layers.
+constexpr int kTensors = 48;
+Layout ManyTensors() {
+  Layout layout;
+  for (int t = 0; t < kTensors; ++t) layout.tensors.push_back({"t" + std::to_string(t), {4}});
+  return layout;
+}
+
+// A worker whose window (128 bytes) holds 8 one-key pushes; with coalescing,
+// a request carries up to 64 bytes (half the window).
+std::unique_ptr<PsClient> Worker(const TestCluster& cluster, int rank, bool coalesce) {
+  ClientOptions o = cluster.ClientFor(rank, ManyTensors());
+  o.in_flight_bytes = 128;
+  o.coalesce_pushes = coalesce;
+  return cluster.Worker(o);
+}
+
+// Pushes every tensor in its own call, last first (as backward hands them
+// over), all at once: the window backs up. OK when every push was.
+bool PushLayerByLayer(PsClient& worker, int64_t step, float value, std::vector<std::vector<float>>& grads) {
+  for (auto& g : grads) std::fill(g.begin(), g.end(), value);
+  absl::BlockingCounter done(kTensors);
+  std::atomic<int> failed{0};
+  for (int t = kTensors - 1; t >= 0; --t) {
+    worker.PushAsync(step, {{static_cast<uint32_t>(t), grads[t].data()}}, [&](absl::Status s) {
+      if (!s.ok()) ++failed;
+      done.DecrementCount();
+    });
+  }
+  done.Wait();
+  return failed == 0;
+}
+
+bool PullAllTensors(PsClient& worker, int64_t step, std::vector<std::vector<float>>& w) {
+  std::vector<TensorOut> outs;
+  for (uint32_t t = 0; t < kTensors; ++t) outs.push_back({t, w[t].data()});
+  return worker.Pull(step, std::move(outs)).ok();
+}
+
+int64_t PushRequests(TestCluster& cluster) {
+  return cluster.core(0)->Stats().pushes + cluster.core(1)->Stats().pushes;
+}
+
+TEST_CASE("sync: coalesced pushes give every worker exactly the mean, in fewer requests", "[coalescing]") {
+  constexpr int kWorkers = 2, kSteps = 3;
+  const bool coalesce = GENERATE(false, true);
+  ServerOptions o = SyncOptions(2, kWorkers);
+  TestCluster cluster(o);
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(Worker(cluster, r, coalesce));
+  REQUIRE(workers[0]->Init(Zeros(ManyTensors())).ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorkers; ++r) {
+    threads.emplace_back([&, r] {
+      auto grads = Zeros(ManyTensors()), w = Zeros(ManyTensors());
+      float expected = 0;
+      for (int step = 0; step < kSteps; ++step) {
+        // Gradients 1 and 3: the mean, 2, is exact.
+        if (!PushLayerByLayer(*workers[r], step, 1.0f + 2 * r, grads)) ++failures;
+        expected -= 2.0f;  // lr = 1
+        if (!PullAllTensors(*workers[r], step + 1, w) || !AllEqual(w, expected)) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  REQUIRE(failures == 0);
+  REQUIRE(cluster.core(0)->Stats().min_version == kSteps);
+  REQUIRE(cluster.core(1)->Stats().max_version == kSteps);
+  const int64_t one_per_push = int64_t{kWorkers} * kSteps * kTensors;
+  if (coalesce) {
+    CHECK(PushRequests(cluster) < one_per_push);
+  } else {
+    CHECK(PushRequests(cluster) == one_per_push);
+  }
+}
+
+TEST_CASE("async: coalesced pushes are each applied once; the version counts them", "[coalescing]") {
+  constexpr int kWorkers = 3, kSteps = 4;
+  ServerOptions o = SyncOptions(2, kWorkers);
+  o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
+  o.staleness_lr = StalenessLr::kNone;
+  TestCluster cluster(o);
+  std::vector<std::unique_ptr<PsClient>> workers;
+  for (int r = 0; r < kWorkers; ++r) workers.push_back(Worker(cluster, r, /*coalesce=*/true));
+  REQUIRE(workers[0]->Init(Zeros(ManyTensors())).ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorkers; ++r) {
+    threads.emplace_back([&, r] {
+      auto grads = Zeros(ManyTensors());
+      for (int step = 0; step < kSteps; ++step) {
+        if (!PushLayerByLayer(*workers[r], step, 1.0f, grads)) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  REQUIRE(failures == 0);
+  auto w = Zeros(ManyTensors());
+  REQUIRE(PullAllTensors(*workers[0], 0, w));
+  CHECK(AllEqual(w, -static_cast<float>(kWorkers * kSteps)));  // no push lost, none applied twice
+  CHECK(cluster.core(0)->Stats().min_version == kWorkers * kSteps);
+  CHECK(cluster.core(1)->Stats().max_version == kWorkers * kSteps);
+  CHECK(PushRequests(cluster) < int64_t{kWorkers} * kSteps * kTensors);
+}
+
+TEST_CASE("a tensor pushed twice in a step while both wait: applied once, neither push refused", "[coalescing]") {
+  ServerOptions o = SyncOptions(2, 1);
+  o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  o.staleness_lr = StalenessLr::kNone;
+  TestCluster cluster(o);
+  std::unique_ptr<PsClient> worker = Worker(cluster, 0, /*coalesce=*/true);
+  REQUIRE(worker->Init(Zeros(ManyTensors())).ok());
+  // Every tensor twice, all calls at once: a request that took both would be
+  // refused for naming a key twice. The second to arrive is a duplicate.
+  auto ones = Zeros(ManyTensors()), fives = Zeros(ManyTensors());
+  for (auto& g : ones) std::fill(g.begin(), g.end(), 1.0f);
+  for (auto& g : fives) std::fill(g.begin(), g.end(), 5.0f);
+  absl::BlockingCounter done(2 * kTensors);
+  std::atomic<int> failed{0};
+  for (auto* grads : {&ones, &fives}) {
+    for (int t = kTensors - 1; t >= 0; --t) {
+      worker->PushAsync(0, {{static_cast<uint32_t>(t), (*grads)[t].data()}}, [&](absl::Status s) {
+        if (!s.ok()) ++failed;
+        done.DecrementCount();
+      });
+    }
+  }
+  done.Wait();
+  CHECK(failed == 0);
+  auto w = Zeros(ManyTensors());
+  REQUIRE(PullAllTensors(*worker, 0, w));
+  int other = 0;  // values that are neither push applied once
+  for (const auto& t : w) other += static_cast<int>(std::count_if(t.begin(), t.end(), [](float x) {
+                          return x != -1.0f && x != -5.0f;
+                        }));
+  CHECK(other == 0);
+  CHECK(cluster.core(0)->Stats().max_version == 1);
+  CHECK(cluster.core(1)->Stats().max_version == 1);
+}
+
+}  // namespace
+}  // namespace shardps::testing
