@@ -3,7 +3,9 @@
 `bench/scaling --trace --out=DIR` run: for each run directory DIR/<mode>-n<N>,
 worker 0's push, fetch ("pull") and await requests per step (the median over
 the steps after the first), as the client's transfer trace records them, one
-event per request.
+event per request in the category of its kind. (A request that waited in line
+has a second event of the same name in the category "<kind> queue": not a
+request, not counted.)
 
   python3 bench/requests_per_step.py DIR [DIR...]
 """
@@ -24,7 +26,7 @@ def per_step(trace_path):
     events = data["traceEvents"] if isinstance(data, dict) else data
     counts = collections.defaultdict(collections.Counter)
     for e in events:
-        kind = e.get("name", "").split(" ")[0]
+        kind = e.get("cat", "")
         step = e.get("args", {}).get("step")
         if kind in KINDS and e.get("ph") == "b" and step is not None:
             counts[step][kind] += 1

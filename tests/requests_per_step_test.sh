@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/requests_per_step.py on real traces: bench/scaling runs sync jobs of 1
 # and 2 workers (emulated compute of 1 s a step, so that a step's pushes
-# group alike from run to run; --trace), and the script counts worker 0's
+# group alike from run to run; --trace; pushes not coalesced, so that each
+# holds one server's keys of one call), and the script counts worker 0's
 # requests per step. Awaits are one per tensor's pull at any N; pushes grow
-# with N (a push request holds one server's keys of one call); a trace of
+# with N; a request's time in line is not a second request; a trace of
 # fewer than two steps, or not JSON, is refused with a one-line error.
 # Prints a Catch2-style summary line.
 set -uo pipefail
@@ -13,7 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 script=$runfiles/bench/requests_per_step.py
 
-SHARDPS_BIN=$runfiles "$runfiles/bench/scaling" --compute_ms=1000 --steps=3 --workers=1,2 --modes=sync --trace \
+SHARDPS_BIN=$runfiles "$runfiles/bench/scaling" --compute_ms=1000 --steps=3 --workers=1,2 --modes=sync --trace --coalesce_pushes=false \
   --out="$work/runs" > "$work/scaling.txt" 2>&1 || fail "bench/scaling: $(tail -3 "$work/scaling.txt")"
 python3 "$script" "$work/runs" > "$work/counts.txt" 2>&1 || fail "requests_per_step: $(cat "$work/counts.txt")"
 cat "$work/counts.txt"
@@ -28,9 +29,20 @@ pass "awaits the same at N = 1 and 2"
 [ "$push2" -gt "$push1" ] || fail "pushes do not grow from N = 1 ($push1) to 2 ($push2)"
 pass "pushes grow with N: $push1 to $push2"
 
+# A request that waited in line: its wait and its flight, one request.
+mkdir -p "$work/queued/sync-n1"
+for step in 0 1 2; do
+  echo "{\"ph\": \"b\", \"cat\": \"push queue\", \"name\": \"push t0 to server 0\", \"args\": {\"step\": $step}},"
+  echo "{\"ph\": \"b\", \"cat\": \"push\", \"name\": \"push t0 to server 0\", \"args\": {\"step\": $step}},"
+done | { echo '{"traceEvents": ['; sed '$ s/,$//'; echo ']}'; } > "$work/queued/sync-n1/worker-0.trace.json"
+python3 "$script" "$work/queued" > "$work/queued.txt" 2>&1 || fail "requests_per_step: $(cat "$work/queued.txt")"
+[ "$(awk '$1 == "sync-n1" {print $3}' "$work/queued.txt")" = 1 ] \
+  || fail "a request that waited in line counted twice: $(cat "$work/queued.txt")"
+pass "a request that waited in line counts once"
+
 # A trace of one step: nothing to take a median of after the first.
 mkdir -p "$work/short/sync-n1"
-echo '{"traceEvents": [{"ph": "b", "name": "push t0 to server 0", "args": {"step": 0}}]}' \
+echo '{"traceEvents": [{"ph": "b", "cat": "push", "name": "push t0 to server 0", "args": {"step": 0}}]}' \
   > "$work/short/sync-n1/worker-0.trace.json"
 python3 "$script" "$work/short" > "$work/short.txt" 2>&1 && fail "a one-step trace was counted: $(cat "$work/short.txt")"
 grep -q "fewer than two traced steps" "$work/short.txt" || fail "unclear refusal: $(cat "$work/short.txt")"
