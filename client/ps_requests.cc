@@ -1,5 +1,7 @@
 #include "client/ps_requests.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/tensor_frame.h"
@@ -72,23 +74,24 @@ std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<Ra
   absl::flat_hash_set<ChunkKey> keys;  // of merged.back()
   bool open = false;                   // merged.back() takes more pushes
   for (std::shared_ptr<RawPush>& push : pushes) {
-    bool repeats = false;
-    for (const wire::Chunk& c : push->header.chunks()) repeats |= keys.contains(ChunkKey{c.key().tensor(), c.key().chunk()});
-    if (!open || repeats || !push->owned.empty()) {
-      keys.clear();
-      open = push->owned.empty();
-      if (open) {  // a request of its own, which later pushes join
-        auto request = std::make_shared<RawPush>();
-        request->server = push->server;
-        request->first_tensor = push->first_tensor;
-        request->header.set_step(push->header.step());
-        merged.push_back(std::move(request));
-      } else {
-        merged.push_back(std::move(push));
-        continue;
-      }
+    if (!push->owned.empty()) {  // sent as it is
+      merged.push_back(std::move(push));
+      open = false;
+      continue;
     }
-    for (const wire::Chunk& c : push->header.chunks()) keys.insert(ChunkKey{c.key().tensor(), c.key().chunk()});
+    std::vector<ChunkKey> named;
+    for (const wire::Chunk& c : push->header.chunks()) named.push_back({c.key().tensor(), c.key().chunk()});
+    const bool repeats = std::any_of(named.begin(), named.end(), [&](const ChunkKey& k) { return keys.contains(k); });
+    if (!open || repeats) {  // a request of its own, which later pushes join
+      auto request = std::make_shared<RawPush>();
+      request->server = push->server;
+      request->first_tensor = push->first_tensor;
+      request->header.set_step(push->header.step());
+      merged.push_back(std::move(request));
+      keys.clear();
+      open = true;
+    }
+    keys.insert(named.begin(), named.end());
     Append(*push, *merged.back());
   }
   return merged;

@@ -153,10 +153,10 @@ void TransferQueue::Run(std::vector<Runnable> ready) {
       }
       Advance();
     };
-    if (r.ids.empty()) {
-      r.start(std::move(finished));
-    } else {
+    if (grouped) {
       grouping_.start(std::move(r.ids), std::move(finished));
+    } else {
+      r.start(std::move(finished));
     }
   }
 }
