@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/failover.h"
 #include "common/bulk_channel_args.h"
+#include "common/reconnect_args.h"
 #include "common/tcp_congestion.h"
 #include "common/grpc_status.h"
 #include "common/rpc_metadata.h"
@@ -41,12 +42,7 @@ std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string
     args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
     for (const auto& [name, value] : BulkChannelArgs(options_.http2_bdp_probe)) args.SetInt(name, value);
     UseTcpCongestion(options_.tcp_congestion, &args);
-    // Reconnect within a quarter second of a server's return (gRPC's own backoff
-    // grows to two minutes), so a restarted server is found as soon as our
-    // retries look for it.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+    for (const auto& [name, value] : ReconnectArgs(absl::Milliseconds(100))) args.SetInt(name, value);
     auto channel = grpc::CreateCustomChannel(address, credentials_, args);
     auto stub = std::make_shared<Stub>();
     stub->server_id = server_id_;

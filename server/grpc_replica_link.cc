@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
+#include "common/reconnect_args.h"
 #include "common/rpc_metadata.h"
 #include "common/tensor_frame.h"
 #include "spdlog/spdlog.h"
@@ -218,9 +219,7 @@ void GrpcReplicaLink::Run(int to) {
         grpc::ChannelArguments args;
         args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
         args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
-        args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-        args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
-        args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+        for (const auto& [name, value] : ReconnectArgs(absl::Milliseconds(50))) args.SetInt(name, value);
         peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(AddressOf(to), credentials_, args));
       }
       // What queued, in order, in one call of at most half the message

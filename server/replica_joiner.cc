@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
+#include "common/reconnect_args.h"
 #include "common/rpc_metadata.h"
 #include "common/security.h"
 #include "server/view_metadata.h"
@@ -46,9 +47,7 @@ bool ReplicaJoiner::HaveStubs() {
   stubs_.clear();
   for (const std::string& address : peers_) {
     grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+    for (const auto& [name, value] : ReconnectArgs(absl::Milliseconds(100))) args.SetInt(name, value);
     stubs_.push_back(wire::ParameterService::NewStub(grpc::CreateCustomChannel(address, options_.credentials, args)));
   }
   return true;

@@ -1,11 +1,14 @@
 // tcp_proxy: a TCP forwarder whose link can be cut, for the chaos suite.
 //
-//   tcp_proxy --target=127.0.0.1:7000 [--listen_port=0] [--cut=2s]
+//   tcp_proxy --target=127.0.0.1:7000 [--listen_port=0] [--cut=2s] [--delay=0]
 //
 // Prints "LISTENING port=N" once it accepts connections on 127.0.0.1:N and
 // forwards each one to the target. On SIGUSR1 it cuts the link: every
 // forwarded connection is reset, and new connections are refused for --cut;
 // then it accepts again on the same port. SIGTERM or SIGINT: exit 0.
+// --delay holds every chunk read that long before forwarding it: a slow
+// link, one way, for handshakes (chunks wait in turn, so bulk throughput
+// falls with it).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,6 +34,7 @@
 ABSL_FLAG(std::string, target, "", "host:port to forward to (an IPv4 address).");
 ABSL_FLAG(int, listen_port, 0, "Port on 127.0.0.1 to accept on; 0 picks one (printed).");
 ABSL_FLAG(absl::Duration, cut, absl::Seconds(2), "How long a cut (SIGUSR1) refuses new connections.");
+ABSL_FLAG(absl::Duration, delay, absl::ZeroDuration(), "How long each chunk is held before it is forwarded.");
 
 namespace {
 
@@ -57,7 +61,7 @@ struct Link {
 
 class Proxy {
  public:
-  Proxy(sockaddr_in target, int port) : target_(target), port_(port) {}
+  Proxy(sockaddr_in target, int port, absl::Duration delay) : target_(target), port_(port), delay_(delay) {}
 
   // Listens on 127.0.0.1:port_ (port_ 0: picks one); false on failure.
   bool Listen() {
@@ -113,14 +117,15 @@ class Proxy {
         std::lock_guard<std::mutex> lock(mu_);
         links_.push_back(link);
       }
-      std::thread([link] { Pump(link, link->client, link->upstream); }).detach();
-      std::thread([link] { Pump(link, link->upstream, link->client); }).detach();
+      std::thread([link, d = delay_] { Pump(link, link->client, link->upstream, d); }).detach();
+      std::thread([link, d = delay_] { Pump(link, link->upstream, link->client, d); }).detach();
     }
   }
 
-  static void Pump(std::shared_ptr<Link> link, int from, int to) {
+  static void Pump(std::shared_ptr<Link> link, int from, int to, absl::Duration delay) {
     char buffer[1 << 16];
     for (ssize_t n; (n = read(from, buffer, sizeof(buffer))) > 0;) {
+      if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
       for (ssize_t sent = 0; sent < n;) {
         const ssize_t w = write(to, buffer + sent, n - sent);
         if (w <= 0) break;
@@ -136,6 +141,7 @@ class Proxy {
 
   const sockaddr_in target_;
   int port_;
+  const absl::Duration delay_;
   int listener_ = -1;
   std::thread acceptor_;
   std::mutex mu_;
@@ -157,7 +163,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "tcp_proxy: --target must be host:port\n");
     return 2;
   }
-  Proxy proxy(Address(target[0], target_port), absl::GetFlag(FLAGS_listen_port));
+  Proxy proxy(Address(target[0], target_port), absl::GetFlag(FLAGS_listen_port), absl::GetFlag(FLAGS_delay));
   if (!proxy.Listen()) return 1;
   printf("LISTENING port=%d\n", proxy.port());
   fflush(stdout);

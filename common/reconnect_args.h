@@ -1,0 +1,36 @@
+// gRPC channel arguments for re-dialling a server that went away: the first
+// retry after `first_retry`, later ones at most a quarter second apart (gRPC's
+// own backoff grows to two minutes), so a restarted server is found as soon as
+// our retries look for it.
+//
+// And a connect timeout of kConnectTimeout. gRPC names its minimum connect
+// timeout GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, and an attempt's deadline is the
+// later of that and the next retry. Setting it to a backoff (100 ms, as these
+// channels did until 2026-11-27) dropped every connection whose TCP and
+// HTTP/2 handshake took longer than 100-250 ms: a link with a long round trip,
+// a TLS handshake on a busy host, or one server dialled by 31 workers at once
+// while it ran slowly (under valgrind) never got connected
+// (tests/chaos:slow_link_test: 0.6 s handshakes).
+#ifndef SHARDPS_COMMON_RECONNECT_ARGS_H_
+#define SHARDPS_COMMON_RECONNECT_ARGS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace shardps {
+
+// Long enough for a handshake of a few round trips on a slow link or a
+// loaded host. Not longer: with 5 s the chaos suite's kill-rejoin-kill case
+// (tests/chaos:replication_chaos_test, the second kill as soon as the first
+// server is live again) failed in 3 of 7 runs, against 0 of 8 with the old
+// 100 ms, 2026-11-27; why was not found (docs/failures.md).
+inline constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
+
+std::vector<std::pair<std::string, int>> ReconnectArgs(absl::Duration first_retry);
+
+}  // namespace shardps
+
+#endif  // SHARDPS_COMMON_RECONNECT_ARGS_H_

@@ -1,0 +1,72 @@
+// A slow link: every byte between the worker and the servers, and between
+// the servers, is held 300 ms each way (tcp_proxy --delay), so a connection's
+// TCP and HTTP/2 handshake takes 0.6 s at least. A replicated sync job of two
+// real ps_server processes and one worker (the C API) must still connect,
+// train a step and answer its pull, which waits for the backup's copy over
+// the slow server-to-server link. Until 2026-11-27 every channel gave a
+// handshake 100-250 ms and dropped it after that (common/reconnect_args.h):
+// this job never registered.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/c_api.h"
+#include "tests/server_process.h"
+
+namespace shardps::testing {
+namespace {
+
+constexpr int kServers = 2;
+const char* const kNames[] = {"w"};
+const int kNdims[] = {1};
+const int64_t kDims[] = {8};
+const int kOnly[] = {0};
+
+TEST_CASE("a job whose links take 0.6 s to shake hands connects, replicates and trains", "[slow_link]") {
+  std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
+  std::string addresses;
+  for (int i = 0; i < kServers; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(
+        RunfilePath("server/ps_server"),
+        std::vector<std::string>{"--port=0", "--num_workers=1", "--mode=sync", "--optimizer=sgd", "--lr=1",
+                                 "--partition_bytes=8", "--replicas=2", absl::StrCat("--num_servers=", kServers),
+                                 absl::StrCat("--server_id=", i), "--log_level=warn"}));
+    proxies.push_back(std::make_unique<ServerProcess>(
+        RunfilePath("tests/chaos/tcp_proxy"),
+        std::vector<std::string>{absl::StrCat("--target=127.0.0.1:", servers.back()->port()), "--delay=300ms"}));
+    absl::StrAppend(&addresses, i ? "," : "", "127.0.0.1:", proxies.back()->port());
+  }
+  // Every address the worker and the servers know is a proxy's.
+  const std::string config = absl::StrCat("--servers=", addresses,
+                                          " --rank=0 --num_workers=1 --mode=sync --replicas=2 --partition_bytes=8"
+                                          " --server_timeout=20s");
+  ShardpsClientHandle client = nullptr;
+  REQUIRE(ShardpsClientCreate(config.c_str(), 1, kNames, kNdims, kDims, &client) == SHARDPS_OK);
+  const absl::Time start = absl::Now();
+  int64_t step = -1;
+  const int registered = ShardpsClientRegister(client, &step);
+  const absl::Duration took = absl::Now() - start;
+  INFO(ShardpsLastError());
+  REQUIRE(registered == SHARDPS_OK);
+  CHECK(took >= absl::Milliseconds(600));  // the premise: the link is slow
+
+  std::vector<float> zeros(8, 0.0f), grads(8, 4.0f), weights(8, 1.0f);
+  const float* init[] = {zeros.data()};
+  const float* push[] = {grads.data()};
+  float* pull[] = {weights.data()};
+  int applied = 0;
+  REQUIRE(ShardpsClientInit(client, init, &applied) == SHARDPS_OK);
+  REQUIRE(ShardpsPush(client, 0, 1, kOnly, push) == SHARDPS_OK);
+  // Step 1's weights are answered only once each key's backup holds them:
+  // the primary's copy crossed the slow link between the servers.
+  REQUIRE(ShardpsPull(client, 1, 1, kOnly, pull) == SHARDPS_OK);
+  CHECK(weights == std::vector<float>(8, -4.0f));
+  REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
+}
+
+}  // namespace
+}  // namespace shardps::testing
