@@ -13,10 +13,12 @@ ServerConnection* Failover::Serving(int server) const {
   return serving < 0 ? nullptr : connections_[serving];
 }
 
-void Failover::MarkFailed(int server, absl::string_view why) {
+bool Failover::MarkFailed(int server, absl::string_view why, uint32_t seen_generation) {
   ServerView v = view();
+  if (v.generation(server) != seen_generation) return false;
   v.MarkFailed(server);
   Merge(v, why);
+  return true;
 }
 
 void Failover::Merge(const ServerView& incoming, absl::string_view why) {
@@ -33,7 +35,10 @@ void Failover::Merge(const ServerView& incoming, absl::string_view why) {
     if (s >= static_cast<int>(connections_.size())) continue;
     // Live before and risen since: it failed, or restarted and joins again.
     if (before.Live(s)) down.push_back(s);
-    if (now.Joining(s)) spdlog::info("server {} joins the job again: its peers copy it its keys", s);
+    if (now.Joining(s)) {
+      spdlog::info("server {} joins the job again: its peers copy it its keys", s);
+      connections_[s]->Renew();
+    }
     if (now.Live(s)) revived.push_back(s);
   }
   // First: calls for a server live again wait for this worker's registration there.

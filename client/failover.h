@@ -63,7 +63,9 @@ class Failover {
   int ServingId(int server) const { return map_.Serving(server, view()); }
   // The connection serving `server`'s keys now; null when every copy failed.
   ServerConnection* Serving(int server) const;
-  // Merges `view` (`why` for the log). For each server live again: this
+  // Merges `view` (`why` for the log). For each server that joins again:
+  // fresh channels to it (the old ones may still fail calls at once with
+  // the error they met while it was down). For each server live again: this
   // worker registers with it (calls for it wait for that). For each that
   // went down: its calls in flight are cancelled (they go to the server now
   // serving its keys). Then every kept push whose keys another server
@@ -79,7 +81,14 @@ class Failover {
   std::vector<std::string> Addresses(std::vector<std::string> addresses) const {
     return moved_.Apply(std::move(addresses));
   }
-  void MarkFailed(int server, absl::string_view why);
+  // Marks `server` failed on evidence (`why`) gathered while its generation
+  // in this view was `seen_generation`. Evidence from before its standing
+  // last changed (it failed, or came back and joins) is about that earlier
+  // standing, not about the server now: dropped, and false returned. (A
+  // rejoined server's keys were once taken from it this way: a call that
+  // had failed since the first kill timed out after the join, or failed on a
+  // channel still in backoff from it, and marked the joined server failed.)
+  bool MarkFailed(int server, absl::string_view why, uint32_t seen_generation);
   // A push of `step` for `server`'s keys, acknowledged by server
   // `acked_by`: kept until the pushes of `keep_steps` later steps are. It
   // is pushed again at once, to the server serving those keys now, when

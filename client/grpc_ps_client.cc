@@ -156,13 +156,21 @@ absl::Status GrpcPsClient::RewindAll(const JoinPlan& plan) {
   return absl::OkStatus();
 }
 
+std::vector<int> GrpcPsClient::ServersToRegister() const {
+  const bool replicated = failover_ != nullptr && failover_->armed();
+  const ServerView view = replicated ? failover_->view() : ServerView();
+  std::vector<int> servers;
+  for (size_t s = 0; s < connections_.size(); ++s) {
+    if (!view.Failed(static_cast<int>(s))) servers.push_back(static_cast<int>(s));
+  }
+  return servers;
+}
+
 absl::StatusOr<int64_t> GrpcPsClient::Register() {
-  std::vector<int> all(connections_.size());
-  for (size_t s = 0; s < all.size(); ++s) all[s] = static_cast<int>(s);
   constexpr int kRounds = 8;
   absl::Status persisting;  // what a look again did not cure
   for (int round = 0; round < kRounds; ++round) {
-    absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(all, std::nullopt);
+    absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(ServersToRegister(), std::nullopt);
     if (!views.ok()) return views.status();
     const JoinPlan plan = PlanJoin(options_.job.mode, *views);
     if (plan.action == JoinPlan::Action::kFail) return plan.error;

@@ -90,6 +90,11 @@ class GrpcPsClient final : public PsClient {
 
  private:
   // Registers with `servers` in parallel (each waits up to server_timeout).
+  // The servers a registration goes to: every one, but with replication
+  // (once armed) not those this worker's view has failed. Their keys are
+  // served by their backups; one that comes back is registered with once
+  // it is live again (Failover::Merge).
+  std::vector<int> ServersToRegister() const;
   absl::StatusOr<std::vector<ServerJoinView>> RegisterWith(const std::vector<int>& servers,
                                                            std::optional<ResumeAt> resume);
   absl::Status RewindAll(const JoinPlan& plan);

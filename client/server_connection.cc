@@ -152,6 +152,7 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
     return Finish(call, Annotate(absl::CancelledError(absl::StrCat(call->spec.what, " cancelled: the client is shutting down"))));
   }
   ++call->attempts;
+  call->attempt_generation = Generation();
   grpc::ClientContext* const raw = ctx.get();
   const std::shared_ptr<Stub> stub = StubFor(call->spec.lane);
   call->attempt(*stub, raw, call->session, [this, call, ctx = std::move(ctx)](grpc::Status status) mutable {
@@ -178,14 +179,22 @@ void ServerConnection::OnAttemptDone(std::shared_ptr<CallState> call, absl::Stat
 
 void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::Status& status) {
   const absl::Time now = clock_->Now();
-  if (call->first_failure == absl::InfiniteFuture()) call->first_failure = now;
+  // Replication: a failure clock times one standing of the server. When
+  // its standing changed (it failed, or came back and joins), the clock
+  // starts again, and a failure of an attempt begun before the change says
+  // nothing about the server now.
+  const uint32_t generation = Generation();
+  if (call->first_failure == absl::InfiniteFuture() || call->failure_generation != generation) {
+    call->first_failure = now;
+    call->failure_generation = generation;
+  }
   const absl::Duration waited = now - call->first_failure;
-  // Replication: a refused, reset or closed connection (kill -9), or
-  // silence past the failover timeout (a connection not set up in time
-  // among it), and the backup serves this server's keys.
-  if (failover_ != nullptr && failover_->armed() && call->spec.fails_over &&
+  // A refused, reset or closed connection (kill -9), or silence past the
+  // failover timeout (a connection not set up in time among it), and the
+  // backup serves this server's keys.
+  if (failover_ != nullptr && failover_->armed() && call->spec.fails_over && call->attempt_generation == generation &&
       (PeerProcessGone(status) || waited >= failover_->timeout())) {
-    TakeForFailed(absl::StrCat("a ", call->spec.what, ": ", status.message()));
+    TakeForFailed(absl::StrCat("a ", call->spec.what, ": ", status.message()), generation);
     if (Redirect(call)) return;
   }
   if (waited >= options_.server_timeout) {

@@ -163,6 +163,10 @@ class ServerConnection {
     uint64_t session = 0;                              // of the last attempt
     uint64_t first_session = 0;                        // of the first attempt
     absl::Time first_failure = absl::InfiniteFuture();  // of the server not answering
+    // Replication: the server's generation in this worker's view when the
+    // last attempt started, and when first_failure was set.
+    uint32_t attempt_generation = 0;
+    uint32_t failure_generation = 0;
   };
   void StartAttempt(std::shared_ptr<CallState> call);
   void OnAttemptDone(std::shared_ptr<CallState> call, absl::Status status);
@@ -180,7 +184,11 @@ class ServerConnection {
   // paused one) is taken for failed and the waiting calls go to its backup.
   bool ProbeForFailover();
   // Marks this server failed (client/failover.h), saying `why`.
-  void TakeForFailed(const std::string& why);
+  // `seen_generation`: the server's, as the evidence was gathered
+  // (Failover::MarkFailed).
+  void TakeForFailed(const std::string& why, uint32_t seen_generation);
+  // The server's generation in this worker's view (0 without replication).
+  uint32_t Generation() const;
   // Hands a call that fails over to the server serving this one's keys now,
   // when that is another (false: it stays here).
   bool Redirect(const std::shared_ptr<CallState>& call);

@@ -104,12 +104,17 @@ bool ServerConnection::ProbeForFailover() {
   // This cancels the calls waiting here: they retry, and go to the backup.
   TakeForFailed(absl::StrCat("no answer for ", absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(100))),
                              ", heartbeats included (--server_timeout_for_failover ", absl::FormatDuration(timeout),
-                             ")"));
+                             ")"),
+                Generation());
   return true;
 }
 
-void ServerConnection::TakeForFailed(const std::string& why) {
-  failover_->MarkFailed(server_id_, why);
+void ServerConnection::TakeForFailed(const std::string& why, uint32_t seen_generation) {
+  failover_->MarkFailed(server_id_, why, seen_generation);
+}
+
+uint32_t ServerConnection::Generation() const {
+  return failover_ == nullptr ? 0 : failover_->view().generation(server_id_);
 }
 
 }  // namespace shardps

@@ -120,6 +120,31 @@ TEST_CASE("replication: a killed server costs no step and changes no bit of the 
   }
 }
 
+TEST_CASE("replication: a worker that registers again leaves out the servers it knows failed", "[replication]") {
+  // A worker lines up with the job again (ps_worker does after "unknown
+  // session", say) after server 2 was killed and taken for failed. Server 2's
+  // keys are served by server 0 now: registering with it could only wait out
+  // --server_timeout and fail (it did in tests/chaos:replication_chaos_test).
+  ServerOptions o = ReplicatedOptions();
+  o.job.mode = Mode::kAsync;
+  o.job.num_workers = 1;
+  TestCluster cluster(o);
+  std::unique_ptr<PsClient> worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  std::vector<std::vector<float>> w = Zeros(SmallLayout());
+  REQUIRE(PushAll(*worker, 0, GradientOf(0, 0)).ok());
+  cluster.Kill(2);
+  REQUIRE(PushAll(*worker, 1, GradientOf(0, 1)).ok());  // finds server 2 gone; server 0 takes its keys
+  REQUIRE(PullAll(*worker, 2, w).ok());
+  REQUIRE(cluster.core(0)->View().Failed(2));
+  const absl::StatusOr<int64_t> again = worker->Register();
+  INFO(again.status());
+  REQUIRE(again.ok());
+  REQUIRE(PushAll(*worker, 2, GradientOf(0, 2)).ok());
+  REQUIRE(PullAll(*worker, 3, w).ok());
+  CHECK(cluster.core(0)->Stats().max_version == 3);  // server 2's keys took all three pushes on server 0
+}
+
 TEST_CASE("replication: a backup refuses its keys while their primary serves them", "[replication]") {
   TestCluster cluster(ReplicatedOptions());
   std::unique_ptr<PsClient> worker = cluster.Worker(0);
