@@ -25,7 +25,7 @@ namespace shardps {
 // Long enough for a handshake of a few round trips on a slow link or a
 // loaded host. Not longer: with 5 s the chaos suite's kill-rejoin-kill case
 // (tests/chaos:replication_chaos_test, the second kill as soon as the first
-// server is live again) failed in 3 of 7 runs, against 0 of 8 with the old
+// server is live again) failed in 3 of 9 runs, against 0 of 8 with the old
 // 100 ms, 2026-11-27; why was not found (docs/failures.md).
 inline constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
 
