@@ -40,19 +40,18 @@ class Failure(Exception):
 
 def read_profile(path, annotate):
     """(role, total instructions, {function: instructions}) of one callgrind file."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        head = f.read(4096)
-    cmd = re.search(r"^cmd:\s*(\S+)", head, re.M)
-    total = None
+    binary, total = None, None
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
-            if line.startswith("totals:") or line.startswith("summary:"):
+            if binary is None and line.startswith("cmd:") and len(line.split()) > 1:
+                binary = line.split()[1]
+            elif line.startswith("totals:") or line.startswith("summary:"):
                 total = int(line.split()[1])
-    if not cmd or total is None:
+    if binary is None or total is None:
         raise Failure(f"{path} is not a complete callgrind profile")
-    role = next((r for r, binary in ROLES if cmd.group(1).endswith("/" + binary)), None)
+    role = next((r for r, b in ROLES if binary.endswith("/" + b)), None)
     if role is None:
-        raise Failure(f"{path} profiles {cmd.group(1)}, neither a worker nor a server")
+        raise Failure(f"{path} profiles {binary}, neither a worker nor a server")
     return role, total, parse_functions(annotate(path))
 
 

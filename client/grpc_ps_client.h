@@ -89,12 +89,12 @@ class GrpcPsClient final : public PsClient {
   ClientStats Stats() const override;
 
  private:
-  // Registers with `servers` in parallel (each waits up to server_timeout).
   // The servers a registration goes to: every one, but with replication
   // (once armed) not those this worker's view has failed. Their keys are
   // served by their backups; one that comes back is registered with once
   // it is live again (Failover::Merge).
   std::vector<int> ServersToRegister() const;
+  // Registers with `servers` in parallel (each waits up to server_timeout).
   absl::StatusOr<std::vector<ServerJoinView>> RegisterWith(const std::vector<int>& servers,
                                                            std::optional<ResumeAt> resume);
   absl::Status RewindAll(const JoinPlan& plan);

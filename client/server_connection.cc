@@ -42,7 +42,7 @@ std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string
     args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
     for (const auto& [name, value] : BulkChannelArgs(options_.http2_bdp_probe)) args.SetInt(name, value);
     UseTcpCongestion(options_.tcp_congestion, &args);
-    for (const auto& [name, value] : ReconnectArgs(absl::Milliseconds(100))) args.SetInt(name, value);
+    for (const auto& [name, value] : ReconnectArgs()) args.SetInt(name, value);
     auto channel = grpc::CreateCustomChannel(address, credentials_, args);
     auto stub = std::make_shared<Stub>();
     stub->server_id = server_id_;

@@ -1,7 +1,7 @@
 // gRPC channel arguments for re-dialling a server that went away: the first
-// retry after `first_retry`, later ones at most a quarter second apart (gRPC's
-// own backoff grows to two minutes), so a restarted server is found as soon as
-// our retries look for it.
+// retry after 100 ms (the least gRPC takes), later ones at most a quarter
+// second apart (gRPC's own backoff grows to two minutes), so a restarted
+// server is found as soon as our retries look for it.
 //
 // And a connect timeout of kConnectTimeout. gRPC names its minimum connect
 // timeout GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, and an attempt's deadline is the
@@ -29,7 +29,7 @@ namespace shardps {
 // 100 ms, 2026-11-27; why was not found (docs/failures.md).
 inline constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
 
-std::vector<std::pair<std::string, int>> ReconnectArgs(absl::Duration first_retry);
+std::vector<std::pair<std::string, int>> ReconnectArgs();
 
 }  // namespace shardps
 

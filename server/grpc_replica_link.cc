@@ -219,7 +219,7 @@ void GrpcReplicaLink::Run(int to) {
         grpc::ChannelArguments args;
         args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
         args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
-        for (const auto& [name, value] : ReconnectArgs(absl::Milliseconds(50))) args.SetInt(name, value);
+        for (const auto& [name, value] : ReconnectArgs()) args.SetInt(name, value);
         peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(AddressOf(to), credentials_, args));
       }
       // What queued, in order, in one call of at most half the message
