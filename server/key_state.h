@@ -75,12 +75,14 @@ struct KeyState {
   // pushed them. Empty until the first buffered push. The sum adds ranks in
   // increasing order whatever order they arrive in (a run is bitwise
   // reproducible): ranks below `next_rank` are in it; a rank that arrives
-  // before a lower one waits in `held` (empty vectors otherwise).
+  // before a lower one waits in `held` (null otherwise). The first rank in
+  // the sum overwrites it, so nothing zeroes it between steps: its values
+  // are stale until then (server/sync_aggregator.cc).
   std::vector<float> grad_sum ABSL_GUARDED_BY(mu);
   std::vector<bool> contributed ABSL_GUARDED_BY(mu);
   int contributors ABSL_GUARDED_BY(mu) = 0;
   int next_rank ABSL_GUARDED_BY(mu) = 0;
-  std::vector<std::vector<float>> held ABSL_GUARDED_BY(mu);
+  std::vector<std::unique_ptr<float[]>> held ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace shardps

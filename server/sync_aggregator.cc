@@ -14,20 +14,30 @@ absl::Status SyncAggregator::CheckStep(const KeyState& k, int rank, int64_t step
 
 namespace {
 
-void AddInto(float* __restrict sum, const float* __restrict values, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) sum[i] += values[i];
+// to[i] += from[i], or with `overwrite` to[i] = 0 + from[i]: the first
+// values of a sum (or of a held copy) are written, not added to zeros
+// cleared beforehand, and come out bitwise the same (0 + -0 is +0).
+template <typename From>
+void Accumulate(float* __restrict to, const From* __restrict from, int64_t n, bool overwrite) {
+  if (overwrite) {
+    for (int64_t i = 0; i < n; ++i) to[i] = 0.0f + from[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) to[i] += from[i];
+  }
 }
 
 // Adds the held gradients of ranks next_rank, next_rank + 1, ... while they
 // are there; with `all`, every held one left, in rank order.
 void AddHeld(KeyState& k, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  bool sum_empty = k.next_rank == 0;  // only with `all`: rank 0 never pushed
   for (size_t r = k.next_rank; r < k.held.size(); ++r) {
-    if (k.held[r].empty()) {
+    if (k.held[r] == nullptr) {
       if (!all) return;
       continue;
     }
-    AddInto(k.grad_sum.data(), k.held[r].data(), k.info.length);
-    std::vector<float>().swap(k.held[r]);
+    Accumulate(k.grad_sum.data(), k.held[r].get(), k.info.length, sum_empty);
+    sum_empty = false;
+    k.held[r].reset();
     if (!all) k.next_rank = static_cast<int>(r) + 1;
   }
 }
@@ -42,17 +52,17 @@ absl::StatusOr<wire::PushOutcome> SyncAggregator::Add(KeyState& k, int rank, int
   if (k.grad_sum.empty()) {
     k.grad_sum.assign(k.info.length, 0.0f);
     k.contributed.assign(num_workers_, false);
-    k.held.assign(num_workers_, {});
+    k.held.resize(num_workers_);
   }
-  // The lowest rank not yet in the sum adds at once; any other waits as a
-  // copy for the ranks below it.
+  // The lowest rank not yet in the sum adds at once (rank 0 writes it);
+  // any other waits as a copy for the ranks below it.
   const bool in_turn = rank == k.next_rank;
-  float* out = in_turn ? k.grad_sum.data() : (k.held[rank].assign(k.info.length, 0.0f), k.held[rank].data());
-  ForEachGradientBlock(grad.pieces, grad.dtype,
-                       [out](int64_t first, const UnalignedFloat* __restrict values, int64_t n) {
-                         float* __restrict to = out + first;
-                         for (int64_t i = 0; i < n; ++i) to[i] += values[i];
-                       });
+  if (!in_turn) k.held[rank].reset(new float[k.info.length]);  // written whole below
+  float* out = in_turn ? k.grad_sum.data() : k.held[rank].get();
+  const bool overwrite = !in_turn || k.next_rank == 0;
+  ForEachGradientBlock(grad.pieces, grad.dtype, [out, overwrite](int64_t first, const UnalignedFloat* values, int64_t n) {
+    Accumulate(out + first, values, n, overwrite);
+  });
   if (in_turn) {
     k.next_rank = rank + 1;
     AddHeld(k, /*all=*/false);
@@ -74,8 +84,7 @@ bool SyncAggregator::CompleteIfReady(KeyState& k) {
   const float count = static_cast<float>(k.contributors);
   float* __restrict sum = k.grad_sum.data();
   for (int64_t i = 0; i < k.info.length; ++i) sum[i] /= count;
-  apply_(k, sum);
-  std::fill(k.grad_sum.begin(), k.grad_sum.end(), 0.0f);
+  apply_(k, sum);  // the next step's first rank overwrites the sum
   std::fill(k.contributed.begin(), k.contributed.end(), false);
   k.contributors = 0;
   k.next_rank = 0;
