@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/failover.h"
 #include "common/bulk_channel_args.h"
@@ -27,13 +28,14 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
   {
     absl::MutexLock lock(&stubs_mu_);
     address_ = options_.servers[server_id];
-    stubs_ = MakeStubs(address_);
+    stubs_ = MakeStubs(address_, connect_timeout_);
   }
   absl::MutexLock lock(&mu_);
   last_call_ = last_answer_ = clock_->Now();
 }
 
-std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string& address) const {
+std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string& address,
+                                                              absl::Duration connect_timeout) const {
   std::vector<std::shared_ptr<Stub>> stubs;
   for (int c = 0; c < std::max(1, options_.channels_per_server); ++c) {
     grpc::ChannelArguments args;
@@ -42,7 +44,7 @@ std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string
     args.SetInt("shardps.channel_index", c);  // distinct args: distinct TCP connections.
     for (const auto& [name, value] : BulkChannelArgs(options_.http2_bdp_probe)) args.SetInt(name, value);
     UseTcpCongestion(options_.tcp_congestion, &args);
-    for (const auto& [name, value] : ReconnectArgs()) args.SetInt(name, value);
+    for (const auto& [name, value] : ReconnectArgs(connect_timeout)) args.SetInt(name, value);
     auto channel = grpc::CreateCustomChannel(address, credentials_, args);
     auto stub = std::make_shared<Stub>();
     stub->server_id = server_id_;
@@ -68,22 +70,63 @@ std::string ServerConnection::address() const {
 }
 
 void ServerConnection::Repoint(const std::string& address) {
-  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address);
+  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address, kConnectTimeout);
   std::string was;
   {
     absl::MutexLock lock(&stubs_mu_);
     if (address == address_) return;
+    connect_timeout_ = kConnectTimeout;  // a new place: its handshakes are not known to be slow
     was = std::exchange(address_, address);
-    stubs_.swap(stubs);  // the old ones go once their attempts have started (each call holds its channel)
+    ReplaceStubs(std::move(stubs));
   }
   spdlog::warn("server {} joined the job at a new address, {} (was {}): its calls go there", server_id_, address, was);
 }
 
+void ServerConnection::ReplaceStubs(std::vector<std::shared_ptr<Stub>> fresh) {
+  stubs_.swap(fresh);
+  // Kept, not dropped: the last reference to a channel must not go on a
+  // gRPC callback thread, where this may run (the channel's destructor then
+  // shuts down the callback queue it runs on: grpc_cq_internal_unref aborts,
+  // as tests/chaos:slow_link_test showed). A call in flight holds a
+  // channel; these references outlive every one, and go with the
+  // connection, on its owner's thread.
+  retired_.insert(retired_.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+}
+
 void ServerConnection::Renew() {
-  const std::string address = this->address();
-  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address);
+  std::string address;
+  absl::Duration connect_timeout;
+  {
+    absl::MutexLock lock(&stubs_mu_);
+    address = address_;
+    connect_timeout = connect_timeout_;
+  }
+  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address, connect_timeout);
   absl::MutexLock lock(&stubs_mu_);
-  if (address_ == address) stubs_.swap(stubs);  // else Repoint made new ones meanwhile
+  if (address_ == address) ReplaceStubs(std::move(stubs));  // else Repoint made new ones meanwhile
+}
+
+void ServerConnection::NoteFailedConnect(const absl::Status& status, absl::Duration waited) {
+  // gRPC's words (1.51) for calls that found no connection because its
+  // handshake took too long. Were they to change, timeouts would only stay
+  // as they are. A refused connection reads "Connection refused".
+  const absl::string_view m = status.message();
+  const bool timed_out = absl::StrContains(m, "timed out") || absl::StrContains(m, "Timeout occurred") ||
+                         absl::StrContains(m, "handshaker shutdown");
+  if (!absl::StrContains(m, "failed to connect") || !timed_out) return;
+  std::string address;
+  absl::Duration longer;
+  {
+    absl::MutexLock lock(&stubs_mu_);
+    if (connect_timeout_ >= kMaxConnectTimeout || waited < kConnectAttemptsBeforeLonger * connect_timeout_) return;
+    connect_timeout_ = longer = LongerConnectTimeout(connect_timeout_);
+    address = address_;
+  }
+  spdlog::warn("server {} at {}: its handshakes have timed out for {:.1f} s; connection attempts now wait {}",
+               server_id_, address, absl::ToDoubleSeconds(waited), absl::FormatDuration(longer));
+  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address, longer);
+  absl::MutexLock lock(&stubs_mu_);
+  if (address_ == address && connect_timeout_ == longer) ReplaceStubs(std::move(stubs));  // else newer ones were made
 }
 
 absl::Status ServerConnection::Annotate(const absl::Status& status, int attempts) const {
@@ -214,6 +257,7 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
                    std::string(status.message()), absl::FormatDuration(options_.server_timeout));
     }
   }
+  if (absl::IsUnavailable(status)) NoteFailedConnect(status, waited);
   const absl::Duration backoff =
       std::min(options_.initial_backoff * (1 << std::min(call->attempts - 1, 10)), kMaxBackoff);
   retries_.fetch_add(1);

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/reconnect_args.h"
 #include "proto/shardps.grpc.pb.h"
 #include "client/delayed_executor.h"
 #include "client/ps_client.h"
@@ -198,8 +199,17 @@ class ServerConnection {
   void ReleaseContext(grpc::ClientContext* ctx);
   // The lane's channel (round robin where it has several).
   std::shared_ptr<Stub> StubFor(Lane lane);
-  // One stub per channel to `address`.
-  std::vector<std::shared_ptr<Stub>> MakeStubs(const std::string& address) const;
+  // One stub per channel to `address`, whose connection attempts each get
+  // `connect_timeout`.
+  std::vector<std::shared_ptr<Stub>> MakeStubs(const std::string& address, absl::Duration connect_timeout) const;
+  // Makes `fresh` the stubs calls use; the ones they replace are retired.
+  void ReplaceStubs(std::vector<std::shared_ptr<Stub>> fresh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stubs_mu_);
+  // A call has failed for `waited`, the last time with UNAVAILABLE
+  // `status`. When gRPC says its connection attempts time out (not that
+  // they are refused) and this has lasted kConnectAttemptsBeforeLonger
+  // connect timeouts, new channels with a longer one
+  // (common/reconnect_args.h).
+  void NoteFailedConnect(const absl::Status& status, absl::Duration waited);
 
   // Constant after construction.
   const int server_id_;
@@ -213,6 +223,10 @@ class ServerConnection {
   mutable absl::Mutex stubs_mu_;
   std::vector<std::shared_ptr<Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
   std::string address_ ABSL_GUARDED_BY(stubs_mu_);
+  absl::Duration connect_timeout_ ABSL_GUARDED_BY(stubs_mu_) = kConnectTimeout;
+  // Stubs replaced by Repoint(), Renew() or a longer connect timeout: one
+  // set per replacement, kept until the connection goes (ReplaceStubs).
+  std::vector<std::shared_ptr<Stub>> retired_ ABSL_GUARDED_BY(stubs_mu_);
 
   std::atomic<size_t> next_stub_{0};
   std::atomic<uint64_t> incarnation_{0};

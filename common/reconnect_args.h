@@ -23,13 +23,26 @@
 namespace shardps {
 
 // Long enough for a handshake of a few round trips on a slow link or a
-// loaded host. Not longer: with 5 s the chaos suite's kill-rejoin-kill case
-// (tests/chaos:replication_chaos_test, the second kill as soon as the first
-// server is live again) failed in 3 of 9 runs, against 0 of 8 with the old
-// 100 ms, 2026-11-27; why was not found (docs/failures.md).
+// loaded host. Not longer to start with: with 5 s the chaos suite's
+// kill-rejoin-kill case (tests/chaos:replication_chaos_test, the second
+// kill as soon as the first server is live again) failed in 3 of 9 runs,
+// against 0 of 8 with the old 100 ms, 2026-11-27; why was not found
+// (docs/failures.md).
 inline constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
 
-std::vector<std::pair<std::string, int>> ReconnectArgs();
+// A worker whose connection to a server keeps failing for
+// kConnectAttemptsBeforeLonger of its connect timeouts gives its channels a
+// timeout twice as long, up to kMaxConnectTimeout (gRPC's own default), so a
+// handshake slower than kConnectTimeout completes in the end instead of
+// never (client/server_connection.cc). A refused connection fails at once
+// whatever the timeout; only a handshake that hangs waits it out.
+inline constexpr int kConnectAttemptsBeforeLonger = 3;
+inline constexpr absl::Duration kMaxConnectTimeout = absl::Seconds(20);
+
+// The connect timeout after `timeout` proved too short.
+absl::Duration LongerConnectTimeout(absl::Duration timeout);
+
+std::vector<std::pair<std::string, int>> ReconnectArgs(absl::Duration connect_timeout = kConnectTimeout);
 
 }  // namespace shardps
 
