@@ -50,6 +50,8 @@ std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string
     stub->server_id = server_id_;
     stub->proto = wire::ParameterService::NewStub(channel);
     stub->raw = std::make_unique<grpc::GenericStub>(channel);
+    stub->channel = std::move(channel);
+    stub->own_channel_refs = stub->channel.use_count();
     stubs.push_back(std::move(stub));
   }
   return stubs;
@@ -74,39 +76,60 @@ void ServerConnection::Repoint(const std::string& address) {
   std::string was;
   {
     absl::MutexLock lock(&stubs_mu_);
-    if (address == address_) return;
-    connect_timeout_ = kConnectTimeout;  // a new place: its handshakes are not known to be slow
+    if (address == address_) return Retire(std::move(stubs));
     was = std::exchange(address_, address);
-    ReplaceStubs(std::move(stubs));
+    ReplaceStubs(std::move(stubs), kConnectTimeout);  // a new place: its handshakes are not known to be slow
   }
   spdlog::warn("server {} joined the job at a new address, {} (was {}): its calls go there", server_id_, address, was);
 }
 
-void ServerConnection::ReplaceStubs(std::vector<std::shared_ptr<Stub>> fresh) {
+void ServerConnection::ReplaceStubs(std::vector<std::shared_ptr<Stub>> fresh, absl::Duration connect_timeout) {
   stubs_.swap(fresh);
-  // Kept, not dropped: the last reference to a channel must not go on a
-  // gRPC callback thread, where this may run (the channel's destructor then
-  // shuts down the callback queue it runs on: grpc_cq_internal_unref aborts,
-  // as tests/chaos:slow_link_test showed). A call in flight holds a
-  // channel; these references outlive every one, and go with the
-  // connection, on its owner's thread.
-  retired_.insert(retired_.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+  if (connect_timeout != connect_timeout_) {
+    connect_timeout_ = connect_timeout;
+    connect_timeout_since_ = clock_->Now();
+  }
+  Retire(std::move(fresh));
+}
+
+void ServerConnection::Retire(std::vector<std::shared_ptr<Stub>> stubs) {
+  // Not dropped here: this may run on a gRPC callback thread, and a
+  // channel's last reference going there shuts down the callback queue it
+  // runs on (grpc_cq_internal_unref aborted in tests/chaos:slow_link_test).
+  retired_.insert(retired_.end(), std::make_move_iterator(stubs.begin()), std::make_move_iterator(stubs.end()));
+}
+
+void ServerConnection::CloseIdleRetired() {
+  std::vector<std::shared_ptr<Stub>> idle;
+  {
+    absl::MutexLock lock(&stubs_mu_);
+    // A retired stub is never handed out again: once no attempt holds it and
+    // no call's context holds its channel, nothing can.
+    auto held = [](const std::shared_ptr<Stub>& s) {
+      return s.use_count() > 1 || s->channel.use_count() > s->own_channel_refs;
+    };
+    auto first_idle = std::stable_partition(retired_.begin(), retired_.end(), held);
+    idle.assign(std::make_move_iterator(first_idle), std::make_move_iterator(retired_.end()));
+    retired_.erase(first_idle, retired_.end());
+  }
+  // `idle` goes here, on the heartbeat thread.
+}
+
+size_t ServerConnection::retired_stubs() const {
+  absl::MutexLock lock(&stubs_mu_);
+  return retired_.size();
 }
 
 void ServerConnection::Renew() {
-  std::string address;
-  absl::Duration connect_timeout;
-  {
-    absl::MutexLock lock(&stubs_mu_);
-    address = address_;
-    connect_timeout = connect_timeout_;
-  }
-  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address, connect_timeout);
+  const std::string address = this->address();
+  // A server live again: its handshakes start from the first timeout.
+  std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address, kConnectTimeout);
   absl::MutexLock lock(&stubs_mu_);
-  if (address_ == address) ReplaceStubs(std::move(stubs));  // else Repoint made new ones meanwhile
+  if (address_ != address) return Retire(std::move(stubs));  // Repoint made new ones meanwhile
+  ReplaceStubs(std::move(stubs), kConnectTimeout);
 }
 
-void ServerConnection::NoteFailedConnect(const absl::Status& status, absl::Duration waited) {
+void ServerConnection::NoteFailedConnect(const absl::Status& status, absl::Time first_failure, absl::Time now) {
   // gRPC's words (1.51) for calls that found no connection because its
   // handshake took too long. Were they to change, timeouts would only stay
   // as they are. A refused connection reads "Connection refused".
@@ -118,15 +141,19 @@ void ServerConnection::NoteFailedConnect(const absl::Status& status, absl::Durat
   absl::Duration longer;
   {
     absl::MutexLock lock(&stubs_mu_);
-    if (connect_timeout_ >= kMaxConnectTimeout || waited < kConnectAttemptsBeforeLonger * connect_timeout_) return;
-    connect_timeout_ = longer = LongerConnectTimeout(connect_timeout_);
+    // Failing all along, and for three of the current timeouts.
+    const absl::Time since = std::max(first_failure, connect_timeout_since_);
+    if (connect_timeout_ >= kMaxConnectTimeout || now - since < kConnectAttemptsBeforeLonger * connect_timeout_) return;
+    longer = LongerConnectTimeout(connect_timeout_);
+    connect_timeout_since_ = now;  // no other call lengthens it meanwhile
     address = address_;
   }
   spdlog::warn("server {} at {}: its handshakes have timed out for {:.1f} s; connection attempts now wait {}",
-               server_id_, address, absl::ToDoubleSeconds(waited), absl::FormatDuration(longer));
+               server_id_, address, absl::ToDoubleSeconds(now - first_failure), absl::FormatDuration(longer));
   std::vector<std::shared_ptr<Stub>> stubs = MakeStubs(address, longer);
   absl::MutexLock lock(&stubs_mu_);
-  if (address_ == address && connect_timeout_ == longer) ReplaceStubs(std::move(stubs));  // else newer ones were made
+  if (address_ != address || connect_timeout_ >= longer) return Retire(std::move(stubs));  // newer ones were made
+  ReplaceStubs(std::move(stubs), longer);
 }
 
 absl::Status ServerConnection::Annotate(const absl::Status& status, int attempts) const {
@@ -257,7 +284,7 @@ void ServerConnection::RetryLater(std::shared_ptr<CallState> call, const absl::S
                    std::string(status.message()), absl::FormatDuration(options_.server_timeout));
     }
   }
-  if (absl::IsUnavailable(status)) NoteFailedConnect(status, waited);
+  if (absl::IsUnavailable(status)) NoteFailedConnect(status, call->first_failure, now);
   const absl::Duration backoff =
       std::min(options_.initial_backoff * (1 << std::min(call->attempts - 1, 10)), kMaxBackoff);
   retries_.fetch_add(1);
@@ -352,6 +379,7 @@ void ServerConnection::NoteIncarnation(const grpc::ClientContext& ctx) {
 }
 
 void ServerConnection::Tend() {
+  CloseIdleRetired();
   // A failed or joining server: the server serving its keys has the
   // session's work. A heartbeat now and then still brings its view: it may
   // be live again, which a worker that hears from no other server (the

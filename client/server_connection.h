@@ -47,6 +47,10 @@ struct Stub {
   std::unique_ptr<wire::ParameterService::Stub> proto;
   std::unique_ptr<grpc::GenericStub> raw;
   int server_id = 0;  // the server its channel reaches
+  // The channel both stubs use, and how many references to it the stub
+  // itself holds: more means a call in flight holds it (its ClientContext).
+  std::shared_ptr<grpc::Channel> channel;
+  long own_channel_refs = 0;
 };
 
 // What a call does when the server answers ABORTED.
@@ -140,6 +144,12 @@ class ServerConnection {
   // For the heartbeat thread: a heartbeat when idle for heartbeat_interval,
   // and a log line when calls have waited wait_log_interval for an answer.
   void Tend();
+  // Closes the retired channels (replaced by Repoint(), Renew() or a longer
+  // connect timeout) that no call holds any more. Tend() does it: on the
+  // heartbeat thread, never on a gRPC callback thread.
+  void CloseIdleRetired();
+  // Retired stubs still open (tests).
+  size_t retired_stubs() const;
   // Later calls fail CANCELLED; attempts in flight are cancelled.
   void StopAndCancel();
   bool Stopped() const;  // StopAndCancel has run
@@ -202,14 +212,18 @@ class ServerConnection {
   // One stub per channel to `address`, whose connection attempts each get
   // `connect_timeout`.
   std::vector<std::shared_ptr<Stub>> MakeStubs(const std::string& address, absl::Duration connect_timeout) const;
-  // Makes `fresh` the stubs calls use; the ones they replace are retired.
-  void ReplaceStubs(std::vector<std::shared_ptr<Stub>> fresh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stubs_mu_);
-  // A call has failed for `waited`, the last time with UNAVAILABLE
+  // Makes `fresh` the stubs calls use (with `connect_timeout`); the ones
+  // they replace are retired.
+  void ReplaceStubs(std::vector<std::shared_ptr<Stub>> fresh, absl::Duration connect_timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stubs_mu_);
+  // Retires stubs that were made but lost a race to be installed.
+  void Retire(std::vector<std::shared_ptr<Stub>> stubs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stubs_mu_);
+  // A call failing since `first_failure` failed now with UNAVAILABLE
   // `status`. When gRPC says its connection attempts time out (not that
-  // they are refused) and this has lasted kConnectAttemptsBeforeLonger
-  // connect timeouts, new channels with a longer one
-  // (common/reconnect_args.h).
-  void NoteFailedConnect(const absl::Status& status, absl::Duration waited);
+  // they are refused), and have since the call's first failure and for
+  // kConnectAttemptsBeforeLonger of the current connect timeouts, new
+  // channels with a longer one (common/reconnect_args.h).
+  void NoteFailedConnect(const absl::Status& status, absl::Time first_failure, absl::Time now);
 
   // Constant after construction.
   const int server_id_;
@@ -224,8 +238,9 @@ class ServerConnection {
   std::vector<std::shared_ptr<Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
   std::string address_ ABSL_GUARDED_BY(stubs_mu_);
   absl::Duration connect_timeout_ ABSL_GUARDED_BY(stubs_mu_) = kConnectTimeout;
-  // Stubs replaced by Repoint(), Renew() or a longer connect timeout: one
-  // set per replacement, kept until the connection goes (ReplaceStubs).
+  absl::Time connect_timeout_since_ ABSL_GUARDED_BY(stubs_mu_) = absl::InfinitePast();  // when it was set
+  // Stubs replaced by Repoint(), Renew() or a longer connect timeout, until
+  // no call holds their channels (ReplaceStubs, CloseIdleRetired).
   std::vector<std::shared_ptr<Stub>> retired_ ABSL_GUARDED_BY(stubs_mu_);
 
   std::atomic<size_t> next_stub_{0};

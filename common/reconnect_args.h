@@ -30,12 +30,13 @@ namespace shardps {
 // (docs/failures.md).
 inline constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
 
-// A worker whose connection to a server keeps failing for
-// kConnectAttemptsBeforeLonger of its connect timeouts gives its channels a
-// timeout twice as long, up to kMaxConnectTimeout (gRPC's own default), so a
-// handshake slower than kConnectTimeout completes in the end instead of
-// never (client/server_connection.cc). A refused connection fails at once
-// whatever the timeout; only a handshake that hangs waits it out.
+// A worker whose calls to a server keep failing because its handshakes
+// time out (gRPC says so; a refused connection does not count), for
+// kConnectAttemptsBeforeLonger of its connect timeouts, gives its channels
+// a timeout twice as long, up to kMaxConnectTimeout (gRPC's own default), so
+// a handshake slower than kConnectTimeout completes in the end instead of
+// never (client/server_connection.cc). A rejoining server starts again
+// from kConnectTimeout. The server-to-server links keep kConnectTimeout.
 inline constexpr int kConnectAttemptsBeforeLonger = 3;
 inline constexpr absl::Duration kMaxConnectTimeout = absl::Seconds(20);
 

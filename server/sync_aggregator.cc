@@ -17,8 +17,7 @@ namespace {
 // to[i] += from[i], or with `overwrite` to[i] = 0 + from[i]: the first
 // values of a sum (or of a held copy) are written, not added to zeros
 // cleared beforehand, and come out bitwise the same (0 + -0 is +0).
-template <typename From>
-void Accumulate(float* __restrict to, const From* __restrict from, int64_t n, bool overwrite) {
+void Accumulate(float* __restrict to, const UnalignedFloat* __restrict from, int64_t n, bool overwrite) {
   if (overwrite) {
     for (int64_t i = 0; i < n; ++i) to[i] = 0.0f + from[i];
   } else {

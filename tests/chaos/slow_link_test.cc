@@ -73,8 +73,9 @@ TEST_CASE("a job whose links take 0.6 s to shake hands connects, replicates and 
 // attempts first wait 1 s for them (common/reconnect_args.h). After three
 // such attempts have failed they wait 2 s, so the worker connects in the
 // end; with the timeout fixed it never did, whatever --server_timeout
-// allowed. (Replacing the channels on a gRPC callback thread also crashed
-// this test in 2 of 8 runs until the old ones were kept: ReplaceStubs.)
+// allowed. (Dropping the replaced channels on a gRPC callback thread also
+// crashed this test in 2 of 8 runs; they now close on the heartbeat thread
+// once no call holds them: ServerConnection::Retire.)
 TEST_CASE("a worker whose handshakes take longer than the connect timeout connects in the end", "[slow_link]") {
   ServerProcess server(RunfilePath("server/ps_server"),
                        {"--port=0", "--num_workers=1", "--mode=sync", "--optimizer=sgd", "--lr=1",

@@ -1,0 +1,76 @@
+// client/server_connection: channels it replaces (Renew, Repoint, a longer
+// connect timeout) are closed once no call holds them, on the thread that
+// tends the connection, and never while a call in flight still uses them.
+// Real gRPC on loopback against an in-process server.
+#include <catch2/catch.hpp>
+
+#include <memory>
+
+#include "absl/synchronization/notification.h"
+#include "client/delayed_executor.h"
+#include "client/server_connection.h"
+#include "common/layout.h"
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+TEST_CASE("replaced channels close once no call holds them, and not before") {
+  TestCluster cluster(SyncOptions(1, 2));
+  std::unique_ptr<PsClient> initializer = cluster.Worker(0);
+  REQUIRE(initializer->Init({std::vector<float>(15, 0.0f), std::vector<float>(5, 0.0f)}).ok());
+
+  ClientOptions options = cluster.ClientFor(1);
+  options.channels_per_server = 2;
+  options.job.layout_hash = LayoutHash(options.layout);  // as PsClient::Connect fills it
+  RealClock clock;
+  DelayedExecutor executor(&clock);
+  ServerConnection connection(0, options, grpc::InsecureChannelCredentials(), &clock, &executor);
+  absl::Notification registered;
+  absl::Status registration;
+  connection.Register(std::nullopt, [&](absl::StatusOr<wire::RegisterResponse> r) {
+    registration = r.status();
+    registered.Notify();
+  });
+  registered.WaitForNotification();
+  INFO(registration.message());
+  REQUIRE(registration.ok());
+
+  // Replaced while idle: both channels close at the next tend.
+  connection.Renew();
+  CHECK(connection.retired_stubs() == 2);
+  connection.CloseIdleRetired();
+  CHECK(connection.retired_stubs() == 0);
+
+  // A pull of step 5 waits on the server (sync: the step is far off) until
+  // its 2 s deadline: its channel stays open while it does.
+  absl::Notification answered;
+  CallSpec spec{"pull", absl::Seconds(2), OnAbort::kFail, Lane::kOthers};
+  connection.Call(
+      spec,
+      [](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> done) {
+        auto req = std::make_shared<wire::PullRequest>();
+        auto resp = std::make_shared<wire::PullResponse>();
+        req->set_session_id(session);
+        req->set_step(5);
+        req->set_await_only(true);
+        wire::Key* key = req->add_keys();
+        key->set_tensor(0);
+        key->set_chunk(0);
+        stub.proto->async()->Pull(ctx, req.get(), resp.get(), [req, resp, done](grpc::Status s) { done(s); });
+      },
+      [&](absl::Status) { answered.Notify(); });
+  absl::SleepFor(absl::Milliseconds(300));  // real gRPC: the call is on the wire
+  REQUIRE_FALSE(answered.HasBeenNotified());
+  connection.Renew();
+  connection.CloseIdleRetired();
+  CHECK(connection.retired_stubs() == 1);  // the pull's channel
+  answered.WaitForNotification();           // deadline, retries, then the server timeout
+  connection.CloseIdleRetired();
+  CHECK(connection.retired_stubs() == 0);
+  connection.StopAndCancel();
+  connection.AwaitIdle();
+}
+
+}  // namespace
+}  // namespace shardps::testing
