@@ -26,6 +26,35 @@ const int kNdims[] = {1};
 const int64_t kDims[] = {8};
 const int kOnly[] = {0};
 
+// A client made from `config` and registered; *took is how long the
+// registration took.
+ShardpsClientHandle RegisteredClient(const std::string& config, absl::Duration* took) {
+  ShardpsClientHandle client = nullptr;
+  REQUIRE(ShardpsClientCreate(config.c_str(), 1, kNames, kNdims, kDims, &client) == SHARDPS_OK);
+  const absl::Time start = absl::Now();
+  int64_t step = -1;
+  const int registered = ShardpsClientRegister(client, &step);
+  *took = absl::Now() - start;
+  INFO(ShardpsLastError());
+  REQUIRE(registered == SHARDPS_OK);
+  return client;
+}
+
+// Inits the job at zeros, pushes `grad` everywhere for step 0 and pulls
+// step 1: lr 1 makes every weight -grad. Frees the client.
+void TrainOneStep(ShardpsClientHandle client, float grad) {
+  std::vector<float> zeros(8, 0.0f), grads(8, grad), weights(8, 1.0f);
+  const float* init[] = {zeros.data()};
+  const float* push[] = {grads.data()};
+  float* pull[] = {weights.data()};
+  int applied = 0;
+  REQUIRE(ShardpsClientInit(client, init, &applied) == SHARDPS_OK);
+  REQUIRE(ShardpsPush(client, 0, 1, kOnly, push) == SHARDPS_OK);
+  REQUIRE(ShardpsPull(client, 1, 1, kOnly, pull) == SHARDPS_OK);
+  CHECK(weights == std::vector<float>(8, -grad));
+  REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
+}
+
 TEST_CASE("a job whose links take 0.6 s to shake hands connects, replicates and trains", "[slow_link]") {
   std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
   std::string addresses;
@@ -44,28 +73,12 @@ TEST_CASE("a job whose links take 0.6 s to shake hands connects, replicates and 
   const std::string config = absl::StrCat("--servers=", addresses,
                                           " --rank=0 --num_workers=1 --mode=sync --replicas=2 --partition_bytes=8"
                                           " --server_timeout=20s");
-  ShardpsClientHandle client = nullptr;
-  REQUIRE(ShardpsClientCreate(config.c_str(), 1, kNames, kNdims, kDims, &client) == SHARDPS_OK);
-  const absl::Time start = absl::Now();
-  int64_t step = -1;
-  const int registered = ShardpsClientRegister(client, &step);
-  const absl::Duration took = absl::Now() - start;
-  INFO(ShardpsLastError());
-  REQUIRE(registered == SHARDPS_OK);
+  absl::Duration took;
+  ShardpsClientHandle client = RegisteredClient(config, &took);
   CHECK(took >= absl::Milliseconds(600));  // the premise: the link is slow
-
-  std::vector<float> zeros(8, 0.0f), grads(8, 4.0f), weights(8, 1.0f);
-  const float* init[] = {zeros.data()};
-  const float* push[] = {grads.data()};
-  float* pull[] = {weights.data()};
-  int applied = 0;
-  REQUIRE(ShardpsClientInit(client, init, &applied) == SHARDPS_OK);
-  REQUIRE(ShardpsPush(client, 0, 1, kOnly, push) == SHARDPS_OK);
   // Step 1's weights are answered only once each key's backup holds them:
   // the primary's copy crossed the slow link between the servers.
-  REQUIRE(ShardpsPull(client, 1, 1, kOnly, pull) == SHARDPS_OK);
-  CHECK(weights == std::vector<float>(8, -4.0f));
-  REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
+  TrainOneStep(client, 4.0f);
 }
 
 // Slower than the connect timeout: with 1.5 s each way the server's HTTP/2
@@ -85,26 +98,10 @@ TEST_CASE("a worker whose handshakes take longer than the connect timeout connec
   const std::string config = absl::StrCat("--servers=127.0.0.1:", proxy.port(),
                                           " --rank=0 --num_workers=1 --mode=sync --partition_bytes=8"
                                           " --server_timeout=60s");
-  ShardpsClientHandle client = nullptr;
-  REQUIRE(ShardpsClientCreate(config.c_str(), 1, kNames, kNdims, kDims, &client) == SHARDPS_OK);
-  const absl::Time start = absl::Now();
-  int64_t step = -1;
-  const int registered = ShardpsClientRegister(client, &step);
-  const absl::Duration took = absl::Now() - start;
-  INFO(ShardpsLastError());
-  REQUIRE(registered == SHARDPS_OK);
+  absl::Duration took;
+  ShardpsClientHandle client = RegisteredClient(config, &took);
   CHECK(took >= absl::Seconds(3));  // three 1 s attempts failed first
-
-  std::vector<float> zeros(8, 0.0f), grads(8, 2.0f), weights(8, 1.0f);
-  const float* init[] = {zeros.data()};
-  const float* push[] = {grads.data()};
-  float* pull[] = {weights.data()};
-  int applied = 0;
-  REQUIRE(ShardpsClientInit(client, init, &applied) == SHARDPS_OK);
-  REQUIRE(ShardpsPush(client, 0, 1, kOnly, push) == SHARDPS_OK);
-  REQUIRE(ShardpsPull(client, 1, 1, kOnly, pull) == SHARDPS_OK);
-  CHECK(weights == std::vector<float>(8, -2.0f));
-  REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
+  TrainOneStep(client, 2.0f);
 }
 
 }  // namespace
