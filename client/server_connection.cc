@@ -30,6 +30,8 @@ ServerConnection::ServerConnection(int server_id, const ClientOptions& options,
   last_call_ = last_answer_ = clock_->Now();
 }
 
+ServerConnection::~ServerConnection() { absl::MutexLock lock(&mu_); }
+
 absl::Status ServerConnection::Annotate(const absl::Status& status, int attempts) const {
   if (status.ok()) return status;
   return absl::Status(status.code(),

@@ -41,8 +41,6 @@ std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string
   return stubs;
 }
 
-ServerConnection::~ServerConnection() { absl::MutexLock lock(&mu_); }
-
 std::shared_ptr<Stub> ServerConnection::StubFor(Lane lane) {
   absl::MutexLock lock(&stubs_mu_);
   const size_t n = stubs_.size();
