@@ -102,6 +102,20 @@ ms=$(awk '$1 == "size_MB" {for (i = 1; i <= NF; i++) if ($i == "ms/round") col =
 [ -n "$ms" ] && awk -v ms="$ms" 'BEGIN {exit !(ms >= 300)}' || fail "a round took $ms ms; the 200 Mbit/s link is not shaped"
 pass "a server in host 1 serves a client in host 0 over the shaped link ($ms ms per 8 MB round)"
 
+# Each host's TCP counters are its own; `tcp H` sums hosts 0..H-1. The 4
+# rounds' pushes (16 MB at 1448 bytes a segment) alone are 11000 segments
+# from host 0; host 1 sent the pulls' 16 MB.
+read -r rto0 again0 sent0 <<<"$("$cluster" --prefix="$prefix" tcp 1)"
+read -r rto again sent <<<"$("$cluster" --prefix="$prefix" tcp 2)"
+for v in "$rto0" "$again0" "$sent0" "$rto" "$again" "$sent"; do
+  [[ "$v" =~ ^[0-9]+$ ]] || fail "tcp printed '$rto0 $again0 $sent0' and '$rto $again $sent', not three counts each"
+done
+[ "$sent0" -ge 11000 ] && [ "$((sent - sent0))" -ge 11000 ] || fail "segments sent: host 0 $sent0, both $sent; want 11000 each at least"
+[ "$rto" -ge "$rto0" ] && [ "$again" -ge "$again0" ] || fail "the sum over 2 hosts is below host 0's own"
+"$cluster" --prefix="$prefix" tcp 3 > "$work/tcp3.txt" 2>&1 && fail "tcp 3 with 2 hosts printed $(cat "$work/tcp3.txt")"
+grep -q "no host 2" "$work/tcp3.txt" || fail "no clear error for a host that is not there: $(cat "$work/tcp3.txt")"
+pass "tcp counts each host's segments ($sent0 and $((sent - sent0)) sent, $again again, $rto timeouts) and refuses a missing host"
+
 "$cluster" down --prefix="$prefix"
 [ "$(ip netns list | grep -c "^$prefix-")" = 0 ] || fail "namespaces left after down"
 pass "down removes every namespace"
