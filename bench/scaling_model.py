@@ -15,20 +15,22 @@ The link: rate x (1 - overhead), overhead 0.05 (schedule_bound's default). A sha
 shared fairly among the transfers in flight (FIFO queues, many TCP flows); the rest goes to the
 most urgent transfer (the schedule). alpha = 0 is schedule_bound's "sender" (ring order; equal to
 its "priority" once all hosts are alike), alpha = 1 its "fair". alpha is fitted by least squares on
-the measured points where the 2-core machine was under 60% busy; the others were CPU-bound and are
-shown, not fitted. --resnet_ms and --bert_ms: forward+backward per step (defaults measured on an
+the float32 points where the machine was under 60% busy: N = 2-8 on the 2-core VM, N = 16 and 32 on
+16 cores (bench/results/scaling_16_cores.txt); the VM's CPU-bound points are shown, not fitted, and
+the bfloat16 points (half the bytes) check the model out of sample. --resnet_ms and --bert_ms: forward+backward per step (defaults measured on an
 H200, docs/scaling_model.md).
 
   python3 bench/scaling_model.py [--out=bench/results] [--resnet_ms=18] [--bert_ms=74]
                                  [--steps=10] [--no_plot]
 
 Prints the reduction check, the calibration and the predictions; writes OUT/scaling_model_points.csv
-and, with gnuplot, OUT/scaling_model.png. Progress goes to stderr. About 100 s on the 2-core VM.
+and, with gnuplot, OUT/scaling_model.png. Progress goes to stderr. About 3 minutes on the 2-core VM.
 """
 import argparse
 import csv
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -39,11 +41,17 @@ import schedule_bound as sb  # noqa: E402
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 OVERHEAD = 0.05
 CPU_BOUND_PCT = 60
-# (file under bench/results, link Mbit/s, compute ms, label): bench/scaling --netns, sync rows
-MEASURED = [("scaling_netns_scaled_chunks.csv", 100, 1900, "x10"),
-            ("scaling_netns_scaled_chunks_n16.csv", 100, 1900, "x10"),
-            ("cpu_per_step_netns_x20.csv", 50, 3800, "x20"),
-            ("cpu_per_step_netns_x40.csv", 25, 7600, "x40")]
+# (file under bench/results, link Mbit/s, compute ms, label, wire bytes per value): bench/scaling
+# --netns on the 2-core VM, sync rows
+MEASURED = [("scaling_netns_scaled_chunks.csv", 100, 1900, "x10", 4),
+            ("scaling_netns_scaled_chunks_n16.csv", 100, 1900, "x10", 4),
+            ("cpu_per_step_netns_x20.csv", 50, 3800, "x20", 4),
+            ("cpu_per_step_netns_x40.csv", 25, 7600, "x40", 4),
+            ("scaling_netns_scaled_chunks_bf16.csv", 100, 1900, "x10", 2)]
+# The same commands on 16 cores (the lent GPU machine's CPUs, 2026-11-27): its sections, by the
+# label after "## ", as (link Mbit/s, compute ms, label, wire bytes per value).
+SIXTEEN_CORES = ("scaling_16_cores.txt", {"x10": (100, 1900, "x10", 4), "x20": (50, 3800, "x20", 4),
+                                          "x10, bfloat16 on the wire": (100, 1900, "x10", 2)})
 NS = [8, 16, 32, 64, 128, 256]
 LINKS_GBIT = [10, 25]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
@@ -67,10 +75,11 @@ def bert_large():
     return [4 * n for n, _ in t], [n * w for n, w in t]
 
 
-def emulated():
-    """The emulated cluster's layout, --layout=resnet50/10."""
+def emulated(value_bytes=4):
+    """The emulated cluster's layout, --layout=resnet50/10, with `value_bytes` a value on the wire
+    (2: --wire_dtype=bfloat16; the compute stays spread by the float32 sizes)."""
     sizes = sb.resnet50_tenth_bytes()
-    return sizes, sizes
+    return [s * value_bytes // 4 for s in sizes], sizes
 
 
 LAYOUTS = [("ResNet-50", resnet50), ("BERT-large", bert_large)]
@@ -171,25 +180,54 @@ def reduction_check():
     print()
 
 
+def point(n, measured, cpu, where, cores):
+    """A measured point; float32 ones under CPU_BOUND_PCT machine CPU calibrate, bfloat16 ones check."""
+    mbit, ms, label, value_bytes = where
+    return dict(n=n, mbit=mbit, ms=ms, label=label, value_bytes=value_bytes, cores=cores, cpu=cpu,
+                measured=measured, calibration=value_bytes == 4 and cpu < CPU_BOUND_PCT)
+
+
+def read_sixteen_cores(results):
+    """The sync rows of scaling_16_cores.txt's sections: csv rows, or '# N=16: ... efficiency E ...
+    machine C%' lines where the csv did not come back."""
+    name, sections = SIXTEEN_CORES
+    points, where, header = [], None, None
+    with open(os.path.join(results, name)) as f:
+        for line in f:
+            label = line[3:].split(":")[0] if line.startswith("## ") else None
+            if label in sections or (label and ": bench/scaling " in line):  # a section begins
+                where, header = sections.get(label), None
+            elif where and line.startswith("compute,"):
+                header = line.strip().split(",")
+            elif where and header and line.startswith("emulated,sync,"):
+                row = dict(zip(header, line.strip().split(",")))
+                if int(row["workers"]) > 1:
+                    points.append(point(int(row["workers"]), float(row["efficiency"]),
+                                        float(row["machine_cpu_pct"]), where, 16))
+            elif where and (m := re.match(r"# N=(\d+):.*efficiency ([\d.]+).*machine (\d+)%", line)):
+                if int(m[1]) > 1:
+                    points.append(point(int(m[1]), float(m[2]), float(m[3]), where, 16))
+    return points
+
+
 def read_measured(results):
     points = []
-    for name, mbit, ms, label in MEASURED:
+    for name, mbit, ms, label, value_bytes in MEASURED:
         with open(os.path.join(results, name)) as f:
             for row in csv.DictReader(f):
                 if row["mode"] == "sync" and int(row["workers"]) > 1:
-                    cpu = float(row["machine_cpu_pct"])
-                    points.append(dict(n=int(row["workers"]), mbit=mbit, ms=ms, label=label, cpu=cpu,
-                                       measured=float(row["efficiency"]), calibration=cpu < CPU_BOUND_PCT))
-    return sorted(points, key=lambda p: (p["n"], p["mbit"]))
+                    points.append(point(int(row["workers"]), float(row["efficiency"]),
+                                        float(row["machine_cpu_pct"]), (mbit, ms, label, value_bytes), 2))
+    points += read_sixteen_cores(results)
+    return sorted(points, key=lambda p: (p["value_bytes"] != 4, p["n"], p["mbit"], p["cores"]))
 
 
-def fit(points, steps, overhead=OVERHEAD, grid=(0.0, 1.0, 0.02)):
-    """alpha that minimises the squared error over the calibration points: a grid, then finer."""
-    cal = [p for p in points if p["calibration"]]
+def fit(cal, steps, overhead=OVERHEAD, grid=(0.0, 1.0, 0.02)):
+    """alpha that minimises the squared error over the points `cal`: a grid, then finer."""
 
     def sse(a):
-        return sum((model(p["n"], emulated(), p["mbit"], p["ms"], a, steps, overhead) - p["measured"]) ** 2
-                   for p in cal)
+        return sum((model(p["n"], emulated(p["value_bytes"]), p["mbit"], p["ms"], a, steps, overhead)
+                    - p["measured"]) ** 2 for p in cal)
 
     lo, hi, step = grid
     best = min((lo + i * step for i in range(round((hi - lo) / step) + 1)), key=sse)
@@ -197,36 +235,51 @@ def fit(points, steps, overhead=OVERHEAD, grid=(0.0, 1.0, 0.02)):
     return best, math.sqrt(sse(best) / len(cal))
 
 
-def fit_both(points, steps):
+def fit_both(cal, steps):
     """overhead and alpha together (reported, not used): overhead on a grid, alpha fitted at each."""
     fits = []
     for overhead in [i * 0.01 for i in range(11)]:
         print(f"  two-parameter fit: overhead {overhead:.2f}", file=sys.stderr, flush=True)
-        fits.append(fit(points, steps, overhead, (0.0, 1.0, 0.05))[::-1] + (overhead,))
+        fits.append(fit(cal, steps, overhead, (0.0, 1.0, 0.05))[::-1] + (overhead,))
     return min(fits)
 
 
+def kind(p):
+    if p["value_bytes"] == 2:
+        return "bfloat16: check, not fitted"
+    return "calibration" if p["calibration"] else "CPU-bound, not fitted"
+
+
 def calibrate(points, steps):
+    """alpha fitted on the float32 points under CPU_BOUND_PCT at N <= 8 (the first calibration) and
+    at every N (used); each point's error under the second, with sender and fair beside it."""
     t = time.time()
-    alpha, rms = fit(points, steps)
-    print(f"  fitted alpha {alpha:.3f} ({time.time() - t:.0f} s)", file=sys.stderr, flush=True)
-    rms2, alpha2, overhead2 = fit_both(points, steps)
+    small, _ = fit([p for p in points if p["calibration"] and p["n"] <= 8], steps)
+    cal = [p for p in points if p["calibration"]]
+    alpha, rms = fit(cal, steps)
+    print(f"  fitted alpha {small:.3f} (N <= 8), {alpha:.3f} (all; {time.time() - t:.0f} s)", file=sys.stderr,
+          flush=True)
+    rms2, alpha2, overhead2 = fit_both(cal, steps)
     print(f"== calibration: overhead {OVERHEAD} (fixed: headers), alpha fitted by least squares on the "
-          f"{sum(p['calibration'] for p in points)} points under {CPU_BOUND_PCT}% machine CPU")
+          f"{len(cal)} float32 points under {CPU_BOUND_PCT}% machine CPU (2-core VM, and 16 cores at N = 16, 32)")
     print(f"   alpha = {alpha:.3f}: {alpha:.1%} of each link shared fairly among the transfers in flight, "
           f"the rest in the schedule's order; rms error {rms:.4f}")
-    print(f"   (overhead fitted too: overhead {overhead2:.2f}, alpha {alpha2:.3f}, rms {rms2:.4f}; not used)")
-    print(f"{'N':>4} {'scale':>5} {'link':>8} {'compute':>8} {'measured':>9} {'model':>6} {'error':>7} "
-          f"{'sender':>7} {'fair':>6} {'machine CPU':>12}  point")
+    print(f"   (on the points at N <= 8 alone, the first calibration: alpha {small:.3f}; "
+          f"overhead fitted too: overhead {overhead2:.2f}, alpha {alpha2:.3f}, rms {rms2:.4f}; not used)")
+    print(f"{'N':>4} {'scale':>5} {'wire':>5} {'cores':>5} {'link':>8} {'compute':>8} {'measured':>9} {'model':>6} "
+          f"{'error':>7} {'N<=8 fit':>8} {'sender':>7} {'fair':>6} {'machine CPU':>12}  point")
     for p in points:
-        p["model"] = model(p["n"], emulated(), p["mbit"], p["ms"], alpha, steps)
-        p["sender"] = model(p["n"], emulated(), p["mbit"], p["ms"], 0.0, steps)
-        p["fair"] = model(p["n"], emulated(), p["mbit"], p["ms"], 1.0, steps)
-        print(f"{p['n']:>4} {p['label']:>5} {p['mbit']:>4} Mb/s {p['ms']:>5} ms {p['measured']:>9.3f} "
-              f"{p['model']:>6.3f} {p['model'] - p['measured']:>+7.3f} {p['sender']:>7.3f} {p['fair']:>6.3f} "
-              f"{p['cpu']:>11.0f}%  {'calibration' if p['calibration'] else 'CPU-bound, not fitted'}")
-    for label, sel in (("calibration points", True), ("CPU-bound points", False)):
-        e = [p["model"] - p["measured"] for p in points if p["calibration"] == sel]
+        layout = emulated(p["value_bytes"])
+        p["model"] = model(p["n"], layout, p["mbit"], p["ms"], alpha, steps)
+        p["small"] = model(p["n"], layout, p["mbit"], p["ms"], small, steps)
+        p["sender"] = model(p["n"], layout, p["mbit"], p["ms"], 0.0, steps)
+        p["fair"] = model(p["n"], layout, p["mbit"], p["ms"], 1.0, steps)
+        print(f"{p['n']:>4} {p['label']:>5} {'bf16' if p['value_bytes'] == 2 else 'f32':>5} {p['cores']:>5} "
+              f"{p['mbit']:>4} Mb/s {p['ms']:>5} ms {p['measured']:>9.3f} {p['model']:>6.3f} "
+              f"{p['model'] - p['measured']:>+7.3f} {p['small']:>8.3f} {p['sender']:>7.3f} {p['fair']:>6.3f} "
+              f"{p['cpu']:>11.0f}%  {kind(p)}")
+    for label in ("calibration", "CPU-bound, not fitted", "bfloat16: check, not fitted"):
+        e = [p["model"] - p["measured"] for p in points if kind(p) == label]
         print(f"   {label}: mean error {sum(e) / len(e):+.4f}, largest {max(e, key=abs):+.4f}")
     print()
     return alpha
@@ -284,17 +337,19 @@ def write_csv(path, points, curve, rows):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["section", "layout", "link_mbit", "compute_ms", "workers", "policy", "model",
-                    "measured", "error", "machine_cpu_pct", "calibration_point"])
+                    "measured", "error", "machine_cpu_pct", "calibration_point", "wire_dtype", "machine_cores"])
         for p in points:
             w.writerow(["measured", "resnet50/10", p["mbit"], p["ms"], p["n"], "calibrated",
                         f"{p['model']:.4f}", p["measured"], f"{p['model'] - p['measured']:+.4f}",
-                        f"{p['cpu']:.0f}", int(p["calibration"])])
+                        f"{p['cpu']:.0f}", int(p["calibration"]), "bfloat16" if p["value_bytes"] == 2 else "float32",
+                        p["cores"]])
         for n, policy, e in curve:
-            w.writerow(["emulated_model", "resnet50/10", 100, 1900, n, policy, f"{e:.4f}", "", "", "", ""])
+            w.writerow(["emulated_model", "resnet50/10", 100, 1900, n, policy, f"{e:.4f}", "", "", "", "",
+                        "bfloat16" if policy.endswith("bfloat16") else "float32", ""])
         for r in rows:
             w.writerow(["prediction" if r["factor"] else "break_even", r["layout"], r["gbit"] * 1000,
                         f"{r['ms']:.4g}", r["n"], r["policy"],
-                        f"{r['efficiency']:.4f}", "", "", "", ""])
+                        f"{r['efficiency']:.4f}", "", "", "", "", "float32", ""])
 
 
 def plot(path, points, curve, rows):
@@ -307,12 +362,19 @@ def plot(path, points, curve, rows):
                                       ("fair", "dt 3 lc rgb 'gray40'"))):
         data.append(block(f"c{i}", [(n, e) for n, p, e in curve if p == pol]))
         left.append(f"$c{i} with lines {style} title 'model, {pol}'")
-    for i, (lab, cal) in enumerate((lab, cal) for lab in ("x10", "x20", "x40") for cal in (True, False)):
-        pts = [(p["n"], p["measured"]) for p in points if (p["label"], p["calibration"]) == (lab, cal)]
+    data.append(block("c3", [(n, e) for n, p, e in curve if p == "calibrated, bfloat16"]))
+    left.append("$c3 with lines lw 1 lc rgb '#ff7f0e' title 'model, calibrated, bfloat16'")
+    groups = [(lab, cores, vb, cal) for vb in (4, 2) for cores in (2, 16) for lab in ("x10", "x20", "x40")
+              for cal in (True, False)]
+    for i, (lab, cores, vb, cal) in enumerate(groups):
+        pts = [(p["n"], p["measured"]) for p in points
+               if (p["label"], p["cores"], p["value_bytes"], p["calibration"]) == (lab, cores, vb, cal)]
         if pts:
+            shape = 9 if vb == 2 else (5 if cores == 16 else (7 if cal else 6))
+            colour = "#ff7f0e" if vb == 2 else COLOURS[("x10", "x20", "x40").index(lab)]
             data.append(block(f"m{i}", pts))
-            left.append(f"$m{i} with points pt {7 if cal else 6} ps 1.4 lc rgb '{COLOURS[i // 2]}' "
-                        f"title 'measured {lab}{'' if cal else ', CPU-bound'}'")
+            left.append(f"$m{i} with points pt {shape} ps 1.4 lc rgb '{colour}' title 'measured {lab}, "
+                        f"{'bfloat16, ' if vb == 2 else ''}{cores} cores{'' if cal or vb == 2 else ', CPU-bound'}'")
     for i, (lay, g) in enumerate((lay, g) for lay, _ in LAYOUTS for g in LINKS_GBIT):
         for pol, dt in (("calibrated", 1), ("fair", 2)):
             data.append(block(f"p{i}{dt}", [(r["n"], r["efficiency"]) for r in rows if r["factor"] == 1 and
@@ -327,10 +389,10 @@ set logscale x 2
 set grid
 set xlabel 'N (workers = servers)'
 set ylabel 'scaling efficiency'
-set key bottom left
+set key bottom right
 set title 'Emulated cluster, ResNet-50/10, sync (model: 100 Mbit/s, 1900 ms = x20 = x40)'
 set xrange [1.5:300]
-set yrange [0.6:1.01]
+set yrange [0.3:1.01]
 plot {", ".join(left)}
 set title 'Predicted, sync, float32, compute ResNet-50 {ms[0]:g} ms, BERT-large {ms[1]:g} ms a step'
 set xrange [6:300]
@@ -344,12 +406,13 @@ unset multiplot
 
 def emulated_curve(alpha, steps):
     """The model of the emulated cluster out to N = 256, printed."""
-    curve = [(n, pol, model(n, emulated(), 100, 1900, al, steps)) for n in [2, 4, 8, 16, 32, 64, 128, 256]
-             for pol, al in (("calibrated", alpha), ("sender", 0.0), ("fair", 1.0))]
+    curve = [(n, pol, model(n, emulated(vb), 100, 1900, al, steps)) for n in [2, 4, 8, 16, 32, 64, 128, 256]
+             for pol, al, vb in (("calibrated", alpha, 4), ("sender", 0.0, 4), ("fair", 1.0, 4),
+                                 ("calibrated, bfloat16", alpha, 2))]
     print("== the emulated cluster beyond 32 (model): ResNet-50/10, 100 Mbit/s, 1900 ms")
-    print(f"{'N':>14} " + " ".join(f"{n:>5}" for n in sorted({c[0] for c in curve})))
-    for pol in ("calibrated", "sender", "fair"):
-        print(f"{pol:>14} " + " ".join(f"{e:>5.3f}" for n, p, e in curve if p == pol))
+    print(f"{'N':>20} " + " ".join(f"{n:>5}" for n in sorted({c[0] for c in curve})))
+    for pol in ("calibrated", "sender", "fair", "calibrated, bfloat16"):
+        print(f"{pol:>20} " + " ".join(f"{e:>5.3f}" for n, p, e in curve if p == pol))
     print()
     return curve
 
