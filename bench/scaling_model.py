@@ -24,7 +24,7 @@ H200, docs/scaling_model.md).
                                  [--steps=10] [--no_plot]
 
 Prints the reduction check, the calibration and the predictions; writes OUT/scaling_model_points.csv
-and, with gnuplot, OUT/scaling_model.png. Progress goes to stderr. About 3 minutes on the 2-core VM.
+and, with gnuplot, OUT/scaling_model.png. Progress goes to stderr. 3-8 minutes on the 2-core VM.
 """
 import argparse
 import csv
