@@ -17,8 +17,8 @@ most urgent transfer (the schedule). alpha = 0 is schedule_bound's "sender" (rin
 its "priority" once all hosts are alike), alpha = 1 its "fair". alpha is fitted by least squares on
 the float32 points where the machine was under 60% busy: N = 2-8 on the 2-core VM, N = 16 and 32 on
 16 cores (bench/results/scaling_16_cores.txt); the VM's CPU-bound points are shown, not fitted, and
-the bfloat16 points (half the bytes) check the model out of sample. --resnet_ms and --bert_ms: forward+backward per step (defaults measured on an
-H200, docs/scaling_model.md).
+the bfloat16 points (half the bytes) check the model out of sample. --resnet_ms and --bert_ms:
+forward+backward per step (defaults measured on an H200, docs/scaling_model.md).
 
   python3 bench/scaling_model.py [--out=bench/results] [--resnet_ms=18] [--bert_ms=74]
                                  [--steps=10] [--no_plot]
@@ -181,10 +181,19 @@ def reduction_check():
 
 
 def point(n, measured, cpu, where, cores):
-    """A measured point; float32 ones under CPU_BOUND_PCT machine CPU calibrate, bfloat16 ones check."""
+    """A measured point of N > 1 workers (None for N = 1, the baseline); float32 ones under
+    CPU_BOUND_PCT machine CPU calibrate, bfloat16 ones check."""
+    if int(n) <= 1:
+        return None
     mbit, ms, label, value_bytes = where
-    return dict(n=n, mbit=mbit, ms=ms, label=label, value_bytes=value_bytes, cores=cores, cpu=cpu,
-                measured=measured, calibration=value_bytes == 4 and cpu < CPU_BOUND_PCT)
+    cpu = float(cpu)
+    return dict(n=int(n), mbit=mbit, ms=ms, label=label, value_bytes=value_bytes, cores=cores, cpu=cpu,
+                measured=float(measured), calibration=value_bytes == 4 and cpu < CPU_BOUND_PCT)
+
+
+def row_point(row, where, cores):
+    """point() of a bench/scaling csv row (a dict by its header)."""
+    return point(row["workers"], row["efficiency"], row["machine_cpu_pct"], where, cores)
 
 
 def read_sixteen_cores(results):
@@ -200,25 +209,19 @@ def read_sixteen_cores(results):
             elif where and line.startswith("compute,"):
                 header = line.strip().split(",")
             elif where and header and line.startswith("emulated,sync,"):
-                row = dict(zip(header, line.strip().split(",")))
-                if int(row["workers"]) > 1:
-                    points.append(point(int(row["workers"]), float(row["efficiency"]),
-                                        float(row["machine_cpu_pct"]), where, 16))
+                points.append(row_point(dict(zip(header, line.strip().split(","))), where, 16))
             elif where and (m := re.match(r"# N=(\d+):.*efficiency ([\d.]+).*machine (\d+)%", line)):
-                if int(m[1]) > 1:
-                    points.append(point(int(m[1]), float(m[2]), float(m[3]), where, 16))
-    return points
+                points.append(point(m[1], m[2], m[3], where, 16))
+    return [p for p in points if p is not None]
 
 
 def read_measured(results):
     points = []
     for name, mbit, ms, label, value_bytes in MEASURED:
         with open(os.path.join(results, name)) as f:
-            for row in csv.DictReader(f):
-                if row["mode"] == "sync" and int(row["workers"]) > 1:
-                    points.append(point(int(row["workers"]), float(row["efficiency"]),
-                                        float(row["machine_cpu_pct"]), (mbit, ms, label, value_bytes), 2))
-    points += read_sixteen_cores(results)
+            points += [row_point(row, (mbit, ms, label, value_bytes), 2) for row in csv.DictReader(f)
+                       if row["mode"] == "sync"]
+    points = [p for p in points if p is not None] + read_sixteen_cores(results)
     return sorted(points, key=lambda p: (p["value_bytes"] != 4, p["n"], p["mbit"], p["cores"]))
 
 
