@@ -19,6 +19,7 @@ ServerStats ParameterServerImpl::Stats() {
   s.dead_workers_total = membership_.DeadTotal();
   s.pushes = pushes_;
   s.pulls = pulls_;
+  s.waiting_pulls = waiters_.WaitingPulls();
   s.heartbeats = heartbeats_;
   s.refused = refused_;
   s.unauthenticated = unauthenticated_;

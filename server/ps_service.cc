@@ -198,6 +198,7 @@ void FillStatus(ParameterServer* core, wire::ServerStatus* st) {
   st->set_timeline(s.timeline);
   st->set_awaiting_rewind(s.awaiting_rewind);
   for (int64_t step : s.checkpoint_steps) st->add_checkpoint_steps(step);
+  st->set_waiting_pulls(s.waiting_pulls);
 }
 
 // Admin: status, a checkpoint now, or a stop (answered before it happens).

@@ -1,5 +1,7 @@
 #include "server/pull_waiters.h"
 
+#include <algorithm>
+
 namespace shardps {
 
 std::optional<PendingPull> PullWaiters::AddUnlessReady(PendingPull pull, const IsReady& ready) {
@@ -43,6 +45,11 @@ std::vector<PendingPull> PullWaiters::TakeAll() {
                                std::make_move_iterator(waiting_.end()));
   waiting_.clear();
   return out;
+}
+
+int64_t PullWaiters::WaitingPulls() {
+  absl::MutexLock lock(&mu_);
+  return std::count_if(waiting_.begin(), waiting_.end(), [](const PendingPull& p) { return !p.push_ack; });
 }
 
 }  // namespace shardps

@@ -43,6 +43,8 @@ class PullWaiters {
   // Removes and returns the pulls whose deadline is at or before `now`.
   std::vector<PendingPull> TakeExpired(absl::Time now);
   std::vector<PendingPull> TakeAll();
+  // The pulls waiting now (push answers held for the backup not counted).
+  int64_t WaitingPulls();
 
  private:
   absl::Mutex mu_;

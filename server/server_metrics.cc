@@ -123,6 +123,8 @@ class StatsCollectable final : public prometheus::Collectable {
     std::vector<prometheus::MetricFamily> families = {
         Family("shardps_pushes_total", "Push requests served.", T::Counter, s.pushes, id),
         Family("shardps_pulls_total", "Pull requests answered.", T::Counter, s.pulls, id),
+        Family("shardps_waiting_pulls", "Pulls held now until their version is ready (sync: workers at the barrier).",
+               T::Gauge, static_cast<double>(s.waiting_pulls), id),
         Family("shardps_pushed_bytes_total", "Gradient bytes accepted.", T::Counter, s.bytes_pushed, id),
         Family("shardps_pulled_bytes_total", "Weight bytes sent.", T::Counter, s.bytes_pulled, id),
         Family("shardps_refused_total", "Requests answered with an error.", T::Counter, s.refused, id),

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "client/pending_call.h"
+#include "common/metrics_http.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -98,7 +99,9 @@ TEST_CASE("sync: keys that share a request each land where they belong, both way
 }
 
 TEST_CASE("sync: a pull waits for its version, up to its deadline", "[sync]") {
-  TestCluster cluster(SyncOptions(1, 2));
+  HostOptions host;
+  host.metrics_port = 0;
+  TestCluster cluster(SyncOptions(1, 2), host);
   auto a = cluster.Worker(0);
   auto b = cluster.Worker(1);
   REQUIRE(a->Init(Zeros(SmallLayout())).ok());
@@ -110,11 +113,27 @@ TEST_CASE("sync: a pull waits for its version, up to its deadline", "[sync]") {
     pull_status = s;
     pulled.Notify();
   });
-  REQUIRE(!pulled.WaitForNotificationWithTimeout(absl::Milliseconds(300)));  // b has not pushed
+  // The pull reached the server and is held there, a request a key (one
+  // key's bytes a fetch): b has not pushed.
+  const int keys = cluster.core(0)->Stats().num_keys;
+  REQUIRE(keys == 6);
+  REQUIRE(AwaitWaitingPulls(cluster.core(0), keys));
+  REQUIRE(!pulled.HasBeenNotified());
+  REQUIRE_THAT(ScrapeLoopbackMetrics(cluster.host(0)->metrics_port()),
+               Catch::Contains("shardps_waiting_pulls{server=\"0\"} 6"));
+  {
+    wire::AdminRequest req;
+    req.set_action(wire::ADMIN_STATUS);
+    wire::AdminResponse resp;
+    grpc::ClientContext ctx;
+    REQUIRE(cluster.RawStub(0)->Admin(&ctx, req, &resp).ok());
+    REQUIRE(resp.status().waiting_pulls() == 6);
+  }
   REQUIRE(PushAll(*b, 0, Filled(4)).ok());
   REQUIRE(pulled.WaitForNotificationWithTimeout(absl::Seconds(10)));
   REQUIRE(pull_status.ok());
   REQUIRE(AllEqual(w, -3.0f));
+  REQUIRE(cluster.core(0)->Stats().waiting_pulls == 0);
 
   ClientOptions impatient = cluster.ClientFor(0);
   impatient.pull_timeout = absl::Milliseconds(200);
@@ -221,7 +240,6 @@ TEST_CASE("ssp: a pull waits for the slowest worker within the staleness bound",
       o.job.mode = Mode::kSsp;
       o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
       o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
-  o.staleness_lr = StalenessLr::kNone;         // and stale ones undamped
       o.job.staleness = staleness;
       TestCluster cluster(o);
       auto fast = cluster.Worker(0);
@@ -234,13 +252,17 @@ TEST_CASE("ssp: a pull waits for the slowest worker within the staleness bound",
       // Applied at once, as in async.
       REQUIRE(cluster.core(0)->Stats().max_version == staleness + 1);
       absl::Notification pulled;
+      absl::Status pull_status;
       fast->PullAsync(staleness + 1, {{0, w[0].data()}, {1, w[1].data()}}, [&](absl::Status s) {
-        REQUIRE(s.ok());
+        pull_status = s;
         pulled.Notify();
       });
-      REQUIRE(!pulled.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+      // Each server holds the pull of every key it owns (a request a key).
+      for (int s = 0; s < 2; ++s) REQUIRE(AwaitWaitingPulls(cluster.core(s), cluster.core(s)->Stats().num_keys));
+      REQUIRE(!pulled.HasBeenNotified());
       REQUIRE(PushAll(*slow, 0, Filled(1)).ok());  // slowest clock becomes 1
       REQUIRE(pulled.WaitForNotificationWithTimeout(absl::Seconds(10)));
+      REQUIRE(pull_status.ok());
       REQUIRE(AllEqual(w, -static_cast<float>(staleness + 2)));  // not averaged
       // Within the bound a pull does not wait.
       REQUIRE(PullAll(*slow, 1, w).ok());

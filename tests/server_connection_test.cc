@@ -60,7 +60,7 @@ TEST_CASE("replaced channels close once no call holds them, and not before") {
         stub.proto->async()->Pull(ctx, req.get(), resp.get(), [req, resp, done](grpc::Status s) { done(s); });
       },
       [&](absl::Status) { answered.Notify(); });
-  absl::SleepFor(absl::Milliseconds(300));  // real gRPC: the call is on the wire
+  REQUIRE(AwaitWaitingPulls(cluster.core(0), 1));  // the server holds it
   REQUIRE_FALSE(answered.HasBeenNotified());
   connection.Renew();
   connection.CloseIdleRetired();

@@ -15,6 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/layout.h"
 #include "common/rpc_metadata.h"
@@ -262,6 +264,17 @@ inline bool AllEqual(const std::vector<std::vector<float>>& w, float v) {
     }
   }
   return true;
+}
+
+// Waits (real time, up to `limit`) until `server` holds exactly `n` pulls
+// waiting for their version; false if it never does. Lets a test know that
+// a pull reached the server and was held, without sleeping a guessed time.
+inline bool AwaitWaitingPulls(ParameterServer* server, int64_t n, absl::Duration limit = absl::Seconds(20)) {
+  for (const absl::Time deadline = absl::Now() + limit; absl::Now() < deadline;) {
+    if (server->Stats().waiting_pulls == n) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return false;
 }
 
 }  // namespace shardps::testing
