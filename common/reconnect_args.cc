@@ -4,7 +4,16 @@
 
 #include <grpc/grpc.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace shardps {
+
+absl::Status CheckPeerConnectTimeout(absl::Duration timeout) {
+  if (timeout > absl::ZeroDuration() && timeout <= kMaxConnectTimeout) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--peer_connect_timeout is ", absl::FormatDuration(timeout),
+                                                 "; want more than 0 and at most ",
+                                                 absl::FormatDuration(kMaxConnectTimeout)));
+}
 
 absl::Duration LongerConnectTimeout(absl::Duration timeout) { return std::min(2 * timeout, kMaxConnectTimeout); }
 

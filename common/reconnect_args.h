@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 namespace shardps {
@@ -37,9 +38,17 @@ inline constexpr absl::Duration kConnectTimeout = absl::Seconds(1);
 // a timeout twice as long, up to kMaxConnectTimeout (gRPC's own default), so
 // a handshake slower than kConnectTimeout completes in the end instead of
 // never (client/server_connection.cc). A rejoining server starts again
-// from kConnectTimeout. The server-to-server links keep kConnectTimeout.
+// from kConnectTimeout. The server-to-server links (the backup link, a
+// joiner's copy) keep theirs fixed, kConnectTimeout unless ps_server
+// --peer_connect_timeout says otherwise: a link that lengthened its timeout
+// by itself would take longer than --server_timeout_for_failover to find
+// a dead backup.
 inline constexpr int kConnectAttemptsBeforeLonger = 3;
 inline constexpr absl::Duration kMaxConnectTimeout = absl::Seconds(20);
+
+// A server's connect timeout to the other servers (ps_server
+// --peer_connect_timeout): INVALID_ARGUMENT unless within (0, kMaxConnectTimeout].
+absl::Status CheckPeerConnectTimeout(absl::Duration timeout);
 
 // The connect timeout after `timeout` proved too short.
 absl::Duration LongerConnectTimeout(absl::Duration timeout);

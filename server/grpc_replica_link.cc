@@ -136,6 +136,7 @@ absl::Duration AttemptDeadline(const ReplicaLinkOptions& options, const RawRepli
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> GrpcReplicaLink::Create(const ReplicaLinkOptions& options) {
+  if (absl::Status valid = CheckPeerConnectTimeout(options.connect_timeout); !valid.ok()) return valid;
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
   return std::unique_ptr<GrpcReplicaLink>(new GrpcReplicaLink(options, *std::move(credentials)));
@@ -219,7 +220,7 @@ void GrpcReplicaLink::Run(int to) {
         grpc::ChannelArguments args;
         args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
         args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
-        for (const auto& [name, value] : ReconnectArgs()) args.SetInt(name, value);
+        for (const auto& [name, value] : ReconnectArgs(options_.connect_timeout)) args.SetInt(name, value);
         peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(AddressOf(to), credentials_, args));
       }
       // What queued, in order, in one call of at most half the message

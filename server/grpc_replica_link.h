@@ -24,6 +24,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/reconnect_args.h"
 #include "common/rpc_metadata.h"
 #include "common/security.h"
 #include "proto/shardps.grpc.pb.h"
@@ -34,6 +35,8 @@ namespace shardps {
 struct ReplicaLinkOptions {
   absl::Duration failover_timeout = absl::Seconds(3);
   absl::Duration attempt_timeout = absl::Seconds(10);  // of one call (a large update takes a while)
+  // Of one attempt to set up a connection (--peer_connect_timeout).
+  absl::Duration connect_timeout = kConnectTimeout;
   TlsFiles tls;            // as the server's own: TLS to peers with `ca`
   std::string auth_token;  // the job token, sent to peers
   int64_t max_message_bytes = 256 << 20;

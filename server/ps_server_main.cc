@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/mutex_tuning.h"
+#include "common/reconnect_args.h"
 #include "common/shutdown_signal.h"
 #include "server/parameter_server.h"
 #include "common/trace.h"
@@ -34,6 +35,11 @@ ABSL_FLAG(int, replicas, 1,
 ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
           "With --replicas > 1: how long this server retries its backup before taking it for failed (its keys then "
           "have a single copy).");
+ABSL_FLAG(absl::Duration, peer_connect_timeout, shardps::kConnectTimeout,
+          "With --replicas > 1: how long this server's attempt to connect to another server (its backup, or the "
+          "servers it copies keys from when it joins) may take, TCP, TLS and HTTP/2 handshakes together; failed "
+          "attempts are retried until --server_timeout_for_failover. Raise it where handshakes take longer (a long "
+          "round trip, TLS on a busy host); at most 20s.");
 ABSL_FLAG(std::string, join, "",
           "With --replicas > 1: every server's address, in id order (host:port,...): this server joins the running "
           "job in --server_id's place (a restart, or a spare), has its keys copied from the servers that serve "
@@ -194,6 +200,11 @@ int Run(ShutdownSignal& signal) {
     return 2;
   }
   absl::StatusOr<ServerOptions> options = OptionsFromFlags();
+  if (options.ok()) {
+    if (absl::Status valid = CheckPeerConnectTimeout(absl::GetFlag(FLAGS_peer_connect_timeout)); !valid.ok()) {
+      options = valid;
+    }
+  }
   if (!options.ok()) {
     spdlog::critical("bad flags: {}", std::string(options.status().message()));
     return 2;
@@ -215,7 +226,8 @@ int Run(ShutdownSignal& signal) {
   std::unique_ptr<GrpcReplicaLink> link;
   if (options->job.replicas > 1) {
     ReplicaLinkOptions link_options{absl::GetFlag(FLAGS_server_timeout_for_failover),
-                                    absl::GetFlag(FLAGS_server_timeout_for_failover) / 2, tls, *token,
+                                    absl::GetFlag(FLAGS_server_timeout_for_failover) / 2,
+                                    absl::GetFlag(FLAGS_peer_connect_timeout), tls, *token,
                                     absl::GetFlag(FLAGS_max_message_bytes)};
     absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = GrpcReplicaLink::Create(link_options);
     if (!made.ok()) {
@@ -278,6 +290,7 @@ int Run(ShutdownSignal& signal) {
     j.join_at_start = options->join;
     j.credentials = *peer_credentials;
     j.auth_token = *token;
+    j.connect_timeout = absl::GetFlag(FLAGS_peer_connect_timeout);
     joiner = std::make_unique<ReplicaJoiner>(served, j);
   }
   // Launchers read this line to learn the port.

@@ -47,7 +47,7 @@ bool ReplicaJoiner::HaveStubs() {
   stubs_.clear();
   for (const std::string& address : peers_) {
     grpc::ChannelArguments args;
-    for (const auto& [name, value] : ReconnectArgs()) args.SetInt(name, value);
+    for (const auto& [name, value] : ReconnectArgs(options_.connect_timeout)) args.SetInt(name, value);
     stubs_.push_back(wire::ParameterService::NewStub(grpc::CreateCustomChannel(address, options_.credentials, args)));
   }
   return true;

@@ -27,6 +27,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/reconnect_args.h"
 #include "proto/shardps.grpc.pb.h"
 #include "server/parameter_server.h"
 
@@ -49,6 +50,7 @@ struct ReplicaJoinerOptions {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string auth_token;
   absl::Duration poll = absl::Milliseconds(200);   // between rounds of asking
+  absl::Duration connect_timeout = kConnectTimeout;  // --peer_connect_timeout
   absl::Duration log_every = absl::Seconds(5);     // of a wait
 };
 

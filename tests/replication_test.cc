@@ -252,6 +252,14 @@ TEST_CASE("replication: bad flags are refused with the reason", "[replication]")
   c = cluster.ClientFor(0);
   c.job.replicas = 4;
   CHECK(PsClient::Connect(c).status().code() == absl::StatusCode::kInvalidArgument);
+
+  for (const absl::Duration connect : {absl::ZeroDuration(), absl::Seconds(21)}) {
+    ReplicaLinkOptions link;
+    link.connect_timeout = connect;
+    auto made = GrpcReplicaLink::Create(link);
+    REQUIRE(made.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(made.status().message()), Catch::Contains("--peer_connect_timeout"));
+  }
 }
 
 TEST_CASE("replication: a raw Replicate frame that does not add up is refused, a good one installed",

@@ -51,7 +51,7 @@ class ServerProcess {
     FILE* in = fdopen(out[0], "r");
     char line[256];
     while (fgets(line, sizeof(line), in) != nullptr) {
-      if (sscanf(line, "LISTENING port=%d", &port_) == 1) break;
+      if (sscanf(line, "LISTENING port=%d metrics_port=%d", &port_, &metrics_port_) >= 1) break;
     }
     fclose(in);
     if (port_ == 0) throw std::runtime_error("ps_server did not start: " + binary);
@@ -61,6 +61,8 @@ class ServerProcess {
   }
 
   int port() const { return port_; }
+  // ps_server's metrics port (--metrics_port=0 picks one); -1 when off.
+  int metrics_port() const { return metrics_port_; }
   // Sends `sig` and returns the exit status as waitpid reports it.
   int Signal(int sig) {
     kill(pid_, sig);
@@ -73,6 +75,7 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  int metrics_port_ = -1;
 };
 
 // Runs any binary with stdout and stderr to `log_path`.

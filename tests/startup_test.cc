@@ -105,6 +105,16 @@ TEST_CASE("--join without replicas, or with the wrong number of addresses: exit 
   CHECK_THAT(log, Catch::Contains("--join names 2 addresses; the job has 3 servers"));
 }
 
+TEST_CASE("--peer_connect_timeout of 0 or past 20 s: exit 2 saying what it takes", "[startup][process]") {
+  const std::string dir = TempDir("peer-connect-flags");
+  std::string log;
+  for (const char* timeout : {"0s", "21s"}) {
+    CHECK(RunServer({"--port=0", "--num_servers=2", "--replicas=2", absl::StrCat("--peer_connect_timeout=", timeout)},
+                    absl::StrCat(dir, "/", timeout, ".log"), &log) == 2);
+    CHECK_THAT(log, Catch::Contains("--peer_connect_timeout is") && Catch::Contains("want more than 0 and at most 20s"));
+  }
+}
+
 TEST_CASE("--join with no job running anywhere: the server starts as usual, saying so", "[startup][process]") {
   const std::string dir = TempDir("join-nobody");
   const std::string log_path = dir + "/server.log";

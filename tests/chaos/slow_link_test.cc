@@ -12,9 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/c_api.h"
+#include "common/metrics_http.h"
 #include "tests/server_process.h"
 
 namespace shardps::testing {
@@ -102,6 +106,56 @@ TEST_CASE("a worker whose handshakes take longer than the connect timeout connec
   ShardpsClientHandle client = RegisteredClient(config, &took);
   CHECK(took >= absl::Seconds(3));  // three 1 s attempts failed first
   TrainOneStep(client, 2.0f);
+}
+
+// The value of `family` for server `s` in a metrics page; -1 if absent.
+double MetricOf(const std::string& page, const std::string& family, int s) {
+  const std::string prefix = absl::StrCat(family, "{server=\"", s, "\"} ");
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    double value = 0;
+    if (absl::ConsumePrefix(&line, prefix) && absl::SimpleAtod(line, &value)) return value;
+  }
+  return -1;
+}
+
+// Between the servers, 1.5 s each way: a server's HTTP/2 settings reach
+// the side that connects 1.5 s after it connects, later than the servers'
+// default connect timeout of 1 s (common/reconnect_args.h). The worker
+// lengthens its own timeout and connects; the backup link keeps the
+// server's, --peer_connect_timeout. With 5 s every key has its backup after
+// a step. With the default the servers never connect to each other: each
+// takes the other for failed after --server_timeout_for_failover, both
+// step down, and the worker's pull fails after --server_timeout (seen
+// 2026-11-27; docs/failures.md, "Links between servers"). Every process's
+// --server_timeout_for_failover is above what a call takes on these links.
+TEST_CASE("servers whose handshakes take 1.5 s replicate with --peer_connect_timeout=5s", "[slow_link]") {
+  std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
+  std::string addresses;
+  for (int i = 0; i < kServers; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(
+        RunfilePath("server/ps_server"),
+        std::vector<std::string>{"--port=0", "--metrics_port=0", "--num_workers=1", "--mode=sync",
+                                 "--optimizer=sgd", "--lr=1", "--partition_bytes=8", "--replicas=2",
+                                 absl::StrCat("--num_servers=", kServers), absl::StrCat("--server_id=", i),
+                                 "--server_timeout_for_failover=15s", "--peer_connect_timeout=5s",
+                                 "--log_level=warn"}));
+    proxies.push_back(std::make_unique<ServerProcess>(
+        RunfilePath("tests/chaos/tcp_proxy"),
+        std::vector<std::string>{absl::StrCat("--target=127.0.0.1:", servers.back()->port()), "--delay=1500ms"}));
+    absl::StrAppend(&addresses, i ? "," : "", "127.0.0.1:", proxies.back()->port());
+  }
+  const std::string config = absl::StrCat("--servers=", addresses,
+                                          " --rank=0 --num_workers=1 --mode=sync --replicas=2"
+                                          " --partition_bytes=8 --server_timeout=90s"
+                                          " --server_timeout_for_failover=15s");
+  absl::Duration took;
+  TrainOneStep(RegisteredClient(config, &took), 3.0f);
+  for (int i = 0; i < kServers; ++i) {
+    const std::string page = ScrapeLoopbackMetrics(servers[i]->metrics_port());
+    INFO("server " << i << "\n" << page);
+    CHECK(MetricOf(page, "shardps_under_replicated_keys", i) == 0);
+    CHECK(MetricOf(page, "shardps_replica_keys_installed_total", i) >= 1);  // the other server's keys
+  }
 }
 
 }  // namespace
