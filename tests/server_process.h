@@ -9,8 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -125,17 +129,40 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
-// A port on 127.0.0.1 that was free a moment ago.
+// A port that was free a moment ago on every address (servers bind
+// 0.0.0.0), and that no earlier call in this process returned. Servers of a
+// test are started on ports picked first, so two calls must never agree:
+// bind(port 0) hands out a port just closed again, and on 2026-11-27 two
+// servers of one chaos job got the same one (the second could not listen,
+// and the workers reached the first at both addresses). Ports come from
+// below the kernel's ephemeral range, where no outgoing connection of a
+// test (a worker's to a server, say) takes its local port from.
 inline int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  static std::mutex mu;
+  static std::set<int> given;
+  static std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  int ephemeral_low = 32768;
+  if (FILE* range = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (fscanf(range, "%d", &ephemeral_low) != 1) ephemeral_low = 32768;
+    fclose(range);
+  }
+  const int low = 10000, high = std::max(low + 1000, ephemeral_low);  // [low, high)
+  std::lock_guard<std::mutex> lock(mu);
+  for (int attempt = 0; attempt < 10000; ++attempt) {
+    const int port = low + static_cast<int>(random() % static_cast<unsigned>(high - low));
+    if (given.count(port) > 0) continue;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (!free) continue;
+    given.insert(port);
+    return port;
+  }
+  throw std::runtime_error("FreePort: no free port found");
 }
 
 }  // namespace shardps::testing

@@ -5,8 +5,11 @@
 // with exit 0.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -103,6 +106,21 @@ TEST_CASE("--join without replicas, or with the wrong number of addresses: exit 
   CHECK(RunServer({"--port=0", "--num_servers=3", "--replicas=2", "--join=127.0.0.1:1,127.0.0.1:2"}, dir + "/b.log",
                   &log) == 2);
   CHECK_THAT(log, Catch::Contains("--join names 2 addresses; the job has 3 servers"));
+}
+
+TEST_CASE("FreePort: never the same port twice in a process, and none from the ephemeral range", "[startup]") {
+  int ephemeral_low = 32768;
+  if (FILE* range = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    REQUIRE(fscanf(range, "%d", &ephemeral_low) == 1);
+    fclose(range);
+  }
+  std::set<int> seen;
+  for (int i = 0; i < 300; ++i) {
+    const int port = FreePort();
+    REQUIRE(seen.insert(port).second);
+    REQUIRE(port >= 10000);
+    REQUIRE(port < std::max(11000, ephemeral_low));
+  }
 }
 
 TEST_CASE("--peer_connect_timeout of 0 or past 20 s: exit 2 saying what it takes", "[startup][process]") {
