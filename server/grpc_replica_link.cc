@@ -135,6 +135,10 @@ absl::Duration AttemptDeadline(const ReplicaLinkOptions& options, const RawRepli
 
 }  // namespace
 
+absl::Duration SilenceBeforeFailed(absl::Duration failover_timeout, int from, int to) {
+  return to < from ? 2 * failover_timeout : failover_timeout;
+}
+
 absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> GrpcReplicaLink::Create(const ReplicaLinkOptions& options) {
   if (absl::Status valid = CheckPeerConnectTimeout(options.connect_timeout); !valid.ok()) return valid;
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = MakeChannelCredentials(options.tls);
@@ -252,6 +256,7 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
   const int keys = frame.header.keys_size() + frame.header.rows_size();
   const absl::Time first = absl::Now();
   const absl::Duration deadline = AttemptDeadline(options_, frame);
+  const absl::Duration silence = SilenceBeforeFailed(options_.failover_timeout, items.front().from, to);
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
@@ -273,7 +278,7 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
     // Silence counts only over two attempts or more: the first may have been
     // in flight while this process itself was paused (SIGSTOP, a stalled
     // VM), and a deadline that passed then says nothing about the peer.
-    if (gone || (waited >= options_.failover_timeout && attempt >= 2)) {
+    if (gone || (waited >= silence && attempt >= 2)) {
       return absl::UnavailableError(absl::StrCat("server ", to, " did not take ", keys, " updated keys in ",
                                                  attempt, " attempts over ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(10))),
                                                  " (--server_timeout_for_failover ",

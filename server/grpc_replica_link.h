@@ -5,7 +5,8 @@
 // next call. A destination that refuses or resets the connection (a dead
 // process) is reported UNAVAILABLE at once; one that does not answer
 // (deadlines: each attempt failover_timeout plus time for its bytes) is
-// retried for failover_timeout first.
+// retried for failover_timeout first, or twice that when the destination
+// has the lower server id (SilenceBeforeFailed).
 #ifndef SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 #define SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 
@@ -31,6 +32,15 @@
 #include "server/replica_link.h"
 
 namespace shardps {
+
+// How long server `from` retries a silent copy on server `to` before
+// reporting it failed: `failover_timeout`, or twice that when `to` < `from`.
+// Two servers that cannot reach each other while both live (in a job of 2,
+// each backs up the other) would otherwise name each other failed at the
+// same moment, and every copy would step down. The lower id names the other
+// failed first; the other learns it from the calls of the workers and steps
+// down, and the job goes on with one copy of every key.
+absl::Duration SilenceBeforeFailed(absl::Duration failover_timeout, int from, int to);
 
 struct ReplicaLinkOptions {
   absl::Duration failover_timeout = absl::Seconds(3);

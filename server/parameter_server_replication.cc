@@ -149,9 +149,13 @@ void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>
     return;
   }
   // A server that stepped down has no say about others (it may be one that
-  // was paused, whose sends timed out while it did not run).
+  // was paused, whose sends timed out while it did not run), nor has one
+  // that joins again after stepping down: what fails now was sent before,
+  // and a link it could not use then says nothing of the peer to a job
+  // that has gone on without it (two servers that cannot reach each other
+  // would otherwise both end up failed).
   ServerView failed = View();
-  if (failed.Failed(options_.server_id)) return;
+  if (!failed.Live(options_.server_id)) return;
   if (absl::IsFailedPrecondition(status)) {
     spdlog::error("server {}: server {} has taken over its keys ({}); stepping down", options_.server_id, to,
                   std::string(status.message()));

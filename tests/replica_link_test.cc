@@ -142,3 +142,20 @@ TEST_CASE("replica link: updates of different keys all go, in order", "[replicat
 
 }  // namespace
 }  // namespace shardps
+
+namespace shardps {
+namespace {
+
+// Two servers that cannot reach each other must not name each other failed
+// at the same moment: the one whose copy has the lower id waits twice as
+// long (tests/chaos:slow_link_test runs the case on real processes).
+TEST_CASE("replica link: a silent copy with a lower id is waited for twice as long", "[replication]") {
+  const absl::Duration t = absl::Seconds(3);
+  CHECK(SilenceBeforeFailed(t, /*from=*/0, /*to=*/1) == t);
+  CHECK(SilenceBeforeFailed(t, /*from=*/1, /*to=*/0) == 2 * t);
+  CHECK(SilenceBeforeFailed(t, /*from=*/4, /*to=*/0) == 2 * t);  // the ring's last server backs up to server 0
+  CHECK(SilenceBeforeFailed(t, /*from=*/2, /*to=*/3) == t);
+}
+
+}  // namespace
+}  // namespace shardps

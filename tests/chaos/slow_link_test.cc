@@ -158,5 +158,55 @@ TEST_CASE("servers whose handshakes take 1.5 s replicate with --peer_connect_tim
   }
 }
 
+// The same links with the servers' default connect timeout: the servers
+// never reach each other, while the worker reaches both. Server 0 takes
+// its backup, server 1, for failed after --server_timeout_for_failover;
+// server 1 would take server 0 for failed only after twice that
+// (server/grpc_replica_link.h, SilenceBeforeFailed), and by then the
+// worker has moved server 1's keys to server 0. The job trains on with one
+// copy of every key. Until 2026-11-27 both named each other failed at the
+// same moment, both stepped down, and the worker's pull failed after
+// --server_timeout.
+TEST_CASE("two servers that cannot reach each other: the lower id serves every key, training goes on",
+          "[slow_link]") {
+  std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
+  std::string addresses;
+  for (int i = 0; i < kServers; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>(
+        RunfilePath("server/ps_server"),
+        std::vector<std::string>{"--port=0", "--metrics_port=0", "--num_workers=1", "--mode=sync",
+                                 "--optimizer=sgd", "--lr=1", "--partition_bytes=8", "--replicas=2",
+                                 absl::StrCat("--num_servers=", kServers), absl::StrCat("--server_id=", i),
+                                 "--server_timeout_for_failover=8s", "--log_level=warn"}));
+    proxies.push_back(std::make_unique<ServerProcess>(
+        RunfilePath("tests/chaos/tcp_proxy"),
+        std::vector<std::string>{absl::StrCat("--target=127.0.0.1:", servers.back()->port()), "--delay=1500ms"}));
+    absl::StrAppend(&addresses, i ? "," : "", "127.0.0.1:", proxies.back()->port());
+  }
+  const std::string config = absl::StrCat("--servers=", addresses,
+                                          " --rank=0 --num_workers=1 --mode=sync --replicas=2"
+                                          " --partition_bytes=8 --server_timeout=90s"
+                                          " --server_timeout_for_failover=8s");
+  absl::Duration took;
+  ShardpsClientHandle client = RegisteredClient(config, &took);
+  std::vector<float> zeros(8, 0.0f), grads(8, 2.0f), weights(8, 1.0f);
+  const float* init[] = {zeros.data()};
+  const float* push[] = {grads.data()};
+  float* pull[] = {weights.data()};
+  int applied = 0;
+  REQUIRE(ShardpsClientInit(client, init, &applied) == SHARDPS_OK);
+  for (int64_t step = 0; step < 2; ++step) {
+    INFO("step " << step << ": " << ShardpsLastError());
+    REQUIRE(ShardpsPush(client, step, 1, kOnly, push) == SHARDPS_OK);
+    REQUIRE(ShardpsPull(client, step + 1, 1, kOnly, pull) == SHARDPS_OK);
+  }
+  CHECK(weights == std::vector<float>(8, -4.0f));  // two steps of lr 1, nothing lost
+  REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
+  const std::string page = ScrapeLoopbackMetrics(servers[0]->metrics_port());
+  INFO(page);
+  CHECK(MetricOf(page, "shardps_failed_servers", 0) == 1);
+  CHECK(MetricOf(page, "shardps_under_replicated_keys", 0) == 4);  // every key, one copy
+}
+
 }  // namespace
 }  // namespace shardps::testing
