@@ -123,11 +123,9 @@ double MetricOf(const std::string& page, const std::string& family, int s) {
 // default connect timeout of 1 s (common/reconnect_args.h). The worker
 // lengthens its own timeout and connects; the backup link keeps the
 // server's, --peer_connect_timeout. With 5 s every key has its backup after
-// a step. With the default the servers never connect to each other: each
-// takes the other for failed after --server_timeout_for_failover, both
-// step down, and the worker's pull fails after --server_timeout (seen
-// 2026-11-27; docs/failures.md, "Links between servers"). Every process's
-// --server_timeout_for_failover is above what a call takes on these links.
+// a step. With the default the servers never connect to each other (the
+// next case). Every process's --server_timeout_for_failover is above what
+// a call takes on these links (docs/failures.md, "Links between servers").
 TEST_CASE("servers whose handshakes take 1.5 s replicate with --peer_connect_timeout=5s", "[slow_link]") {
   std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
   std::string addresses;
