@@ -135,8 +135,8 @@ absl::Duration AttemptDeadline(const ReplicaLinkOptions& options, const RawRepli
 
 }  // namespace
 
-absl::Duration SilenceBeforeFailed(absl::Duration failover_timeout, int from, int to) {
-  return to < from ? 2 * failover_timeout : failover_timeout;
+absl::Duration SilenceBeforeFailed(absl::Duration failover_timeout, int from, int to, int servers) {
+  return servers == 2 && to < from ? 2 * failover_timeout : failover_timeout;
 }
 
 absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> GrpcReplicaLink::Create(const ReplicaLinkOptions& options) {
@@ -256,7 +256,12 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
   const int keys = frame.header.keys_size() + frame.header.rows_size();
   const absl::Time first = absl::Now();
   const absl::Duration deadline = AttemptDeadline(options_, frame);
-  const absl::Duration silence = SilenceBeforeFailed(options_.failover_timeout, items.front().from, to);
+  int servers = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    servers = static_cast<int>(addresses_.size());
+  }
+  const absl::Duration silence = SilenceBeforeFailed(options_.failover_timeout, items.front().from, to, servers);
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
@@ -281,7 +286,7 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
     if (gone || (waited >= silence && attempt >= 2)) {
       return absl::UnavailableError(absl::StrCat("server ", to, " did not take ", keys, " updated keys in ",
                                                  attempt, " attempts over ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(10))),
-                                                 " (--server_timeout_for_failover ",
+                                                 " (", absl::FormatDuration(silence), " allowed: --server_timeout_for_failover ",
                                                  absl::FormatDuration(options_.failover_timeout), "): ",
                                                  status.message()));
     }

@@ -5,8 +5,8 @@
 // next call. A destination that refuses or resets the connection (a dead
 // process) is reported UNAVAILABLE at once; one that does not answer
 // (deadlines: each attempt failover_timeout plus time for its bytes) is
-// retried for failover_timeout first, or twice that when the destination
-// has the lower server id (SilenceBeforeFailed).
+// retried for failover_timeout first (twice that in one case:
+// SilenceBeforeFailed).
 #ifndef SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 #define SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 
@@ -33,14 +33,17 @@
 
 namespace shardps {
 
-// How long server `from` retries a silent copy on server `to` before
-// reporting it failed: `failover_timeout`, or twice that when `to` < `from`.
-// Two servers that cannot reach each other while both live (in a job of 2,
-// each backs up the other) would otherwise name each other failed at the
-// same moment, and every copy would step down. The lower id names the other
-// failed first; the other learns it from the calls of the workers and steps
-// down, and the job goes on with one copy of every key.
-absl::Duration SilenceBeforeFailed(absl::Duration failover_timeout, int from, int to);
+// How long server `from` of a job of `servers` retries a silent copy on
+// server `to` before reporting it failed: `failover_timeout`, or twice that
+// in a job of 2 servers when `to` < `from`. There each backs up the other,
+// and two servers that cannot reach each other while both live would name
+// each other failed at the same moment: every copy would step down. The
+// lower id names the other failed first; the other learns it from the
+// workers' calls and steps down, and the job goes on with one copy of every
+// key. Not in larger jobs, where no two servers back up each other until
+// one has failed: there a server that learns of a paused peer from the
+// workers, not by itself, found it 0.6 s later (bench/failover --server=0).
+absl::Duration SilenceBeforeFailed(absl::Duration failover_timeout, int from, int to, int servers);
 
 struct ReplicaLinkOptions {
   absl::Duration failover_timeout = absl::Seconds(3);

@@ -81,7 +81,7 @@ struct ServerStats {
   int64_t dead_workers_total = 0;
   int64_t pushes = 0;
   int64_t pulls = 0;
-  int64_t waiting_pulls = 0;  // pulls held now until their version is ready
+  int64_t waiting_pulls = 0;  // dense pulls held now until their version is ready (rows not counted)
   int64_t heartbeats = 0;
   int64_t refused = 0;
   int64_t unauthenticated = 0;  // of them, calls without the job token

@@ -36,10 +36,11 @@ ABSL_FLAG(absl::Duration, server_timeout_for_failover, absl::Seconds(3),
           "With --replicas > 1: how long this server retries its backup before taking it for failed (its keys then "
           "have a single copy).");
 ABSL_FLAG(absl::Duration, peer_connect_timeout, shardps::kConnectTimeout,
-          "With --replicas > 1: how long this server's attempt to connect to another server (its backup, or the "
-          "servers it copies keys from when it joins) may take, TCP, TLS and HTTP/2 handshakes together; failed "
-          "attempts are retried until --server_timeout_for_failover. Raise it where handshakes take longer (a long "
-          "round trip, TLS on a busy host); at most 20s.");
+          "With --replicas > 1: how long this server's attempt to connect to another server may take, TCP, TLS and "
+          "HTTP/2 handshakes together: its link to its backup (which also carries the keys it copies to a joining "
+          "server) and, when it joins, its calls to the others; failed attempts are retried until "
+          "--server_timeout_for_failover. Raise it on every server where handshakes take longer (a long round trip, "
+          "TLS on a busy host); at most 20s.");
 ABSL_FLAG(std::string, join, "",
           "With --replicas > 1: every server's address, in id order (host:port,...): this server joins the running "
           "job in --server_id's place (a restart, or a spare), has its keys copied from the servers that serve "

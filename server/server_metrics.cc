@@ -123,7 +123,7 @@ class StatsCollectable final : public prometheus::Collectable {
     std::vector<prometheus::MetricFamily> families = {
         Family("shardps_pushes_total", "Push requests served.", T::Counter, s.pushes, id),
         Family("shardps_pulls_total", "Pull requests answered.", T::Counter, s.pulls, id),
-        Family("shardps_waiting_pulls", "Pulls held now until their version is ready (sync: workers at the barrier).",
+        Family("shardps_waiting_pulls", "Dense pulls held now until their version is ready (sync: workers at the barrier); rows not counted.",
                T::Gauge, static_cast<double>(s.waiting_pulls), id),
         Family("shardps_pushed_bytes_total", "Gradient bytes accepted.", T::Counter, s.bytes_pushed, id),
         Family("shardps_pulled_bytes_total", "Weight bytes sent.", T::Counter, s.bytes_pulled, id),

@@ -162,7 +162,9 @@ TEST_CASE("servers whose handshakes take 1.5 s replicate with --peer_connect_tim
 // server 1 would take server 0 for failed only after twice that
 // (server/grpc_replica_link.h, SilenceBeforeFailed), and by then the
 // worker has moved server 1's keys to server 0. The job trains on with one
-// copy of every key. Until 2026-11-27 both named each other failed at the
+// copy of every key. A race the lower id wins when the timeout exceeds the
+// time server 1 takes to hear of it (a worker's heartbeat: --heartbeat_interval,
+// 2 s, plus a round trip); here 8 s against 2 s + 3 s. Until 2026-11-27 both named each other failed at the
 // same moment, both stepped down, and the worker's pull failed after
 // --server_timeout.
 TEST_CASE("two servers that cannot reach each other: the lower id serves every key, training goes on",
@@ -194,15 +196,19 @@ TEST_CASE("two servers that cannot reach each other: the lower id serves every k
   int applied = 0;
   REQUIRE(ShardpsClientInit(client, init, &applied) == SHARDPS_OK);
   for (int64_t step = 0; step < 2; ++step) {
+    int pushed = ShardpsPush(client, step, 1, kOnly, push);
+    int pulled = pushed == SHARDPS_OK ? ShardpsPull(client, step + 1, 1, kOnly, pull) : pushed;
     INFO("step " << step << ": " << ShardpsLastError());
-    REQUIRE(ShardpsPush(client, step, 1, kOnly, push) == SHARDPS_OK);
-    REQUIRE(ShardpsPull(client, step + 1, 1, kOnly, pull) == SHARDPS_OK);
+    REQUIRE(pushed == SHARDPS_OK);
+    REQUIRE(pulled == SHARDPS_OK);
   }
   CHECK(weights == std::vector<float>(8, -4.0f));  // two steps of lr 1, nothing lost
   REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
   const std::string page = ScrapeLoopbackMetrics(servers[0]->metrics_port());
   INFO(page);
-  CHECK(MetricOf(page, "shardps_failed_servers", 0) == 1);
+  // Server 1 stepped down; it then joins again by itself, and stays failed
+  // or joining while the servers cannot reach each other.
+  CHECK(MetricOf(page, "shardps_failed_servers", 0) + MetricOf(page, "shardps_joining_servers", 0) == 1);
   CHECK(MetricOf(page, "shardps_under_replicated_keys", 0) == 4);  // every key, one copy
 }
 
