@@ -284,11 +284,11 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
     // in flight while this process itself was paused (SIGSTOP, a stalled
     // VM), and a deadline that passed then says nothing about the peer.
     if (gone || (waited >= silence && attempt >= 2)) {
-      return absl::UnavailableError(absl::StrCat("server ", to, " did not take ", keys, " updated keys in ",
-                                                 attempt, " attempts over ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(10))),
-                                                 " (", absl::FormatDuration(silence), " allowed: --server_timeout_for_failover ",
-                                                 absl::FormatDuration(options_.failover_timeout), "): ",
-                                                 status.message()));
+      const std::string over = absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(10)));
+      return absl::UnavailableError(absl::StrCat(
+          "server ", to, " did not take ", keys, " updated keys in ", attempt, " attempts over ", over, " (",
+          absl::FormatDuration(silence), " allowed: --server_timeout_for_failover ",
+          absl::FormatDuration(options_.failover_timeout), "): ", status.message()));
     }
     absl::SleepFor(kRetryBackoff);
   }

@@ -166,7 +166,10 @@ class ParameterServerImpl final : public ParameterServer {
   void QueueReplica(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   // Sends the queued updates through the replica link.
   void FlushReplicas();
-  void OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status);
+  // `standing`: this server's own generation when the updates were sent
+  // (OwnGeneration); a failure sent under another says nothing now.
+  void OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status, uint32_t standing);
+  uint32_t OwnGeneration();
   void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   // Whether server `from`'s copies (`what`: "updates", "rows") can be taken
   // here: FAILED_PRECONDITION without --replicas > 1, UNAVAILABLE before Init.
@@ -202,7 +205,7 @@ class ParameterServerImpl final : public ParameterServer {
   void QueueRowsReplica(RowsReplica rows);
   // Sends rows queued by QueueRowsReplica (FlushReplicas).
   void FlushRows(std::vector<RowsReplica> rows);
-  void OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status);
+  void OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status, uint32_t standing);
 
   // Constant after construction.
   const ServerOptions options_;

@@ -103,10 +103,10 @@ void ParameterServerImpl::FlushReplicas() {
     }
     replica_keys_sent_.fetch_add(static_cast<int64_t>(group.size()));
     replica_bytes_sent_.fetch_add(bytes);
-    options_.replica_link->Send(options_.server_id, to, std::move(group),
-                                [this, to = to, sent = std::move(sent)](absl::Status status) {
-                                  OnReplicaSent(to, sent, status);
-                                });
+    auto done = [this, to = to, sent = std::move(sent), standing = OwnGeneration()](absl::Status status) {
+      OnReplicaSent(to, sent, status, standing);
+    };
+    options_.replica_link->Send(options_.server_id, to, std::move(group), std::move(done));
   }
 }
 
@@ -125,14 +125,17 @@ void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows) {
     for (const RowsReplica& r : group) {
       sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr, r.last_pushed_step, r.copy_done});
     }
-    options_.replica_link->SendRows(options_.server_id, to, std::move(group),
-                                    [this, to = to, sent = std::move(sent)](absl::Status status) {
-                                      OnRowsSent(to, sent, status);
-                                    });
+    auto done = [this, to = to, sent = std::move(sent), standing = OwnGeneration()](absl::Status status) {
+      OnRowsSent(to, sent, status, standing);
+    };
+    options_.replica_link->SendRows(options_.server_id, to, std::move(group), std::move(done));
   }
 }
 
-void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status) {
+uint32_t ParameterServerImpl::OwnGeneration() { return View().generation(options_.server_id); }
+
+void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status,
+                                        uint32_t standing) {
   if (shut_down_) return;
   if (status.ok()) {
     for (const ReplicaUpdate& u : sent) {
@@ -153,9 +156,10 @@ void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>
   // that joins again after stepping down: what fails now was sent before,
   // and a link it could not use then says nothing of the peer to a job
   // that has gone on without it (two servers that cannot reach each other
-  // would otherwise both end up failed).
+  // would otherwise both end up failed). Nor has a send made before this
+  // server stepped down and came back: its standing then was another.
   ServerView failed = View();
-  if (!failed.Live(options_.server_id)) return;
+  if (!failed.Live(options_.server_id) || failed.generation(options_.server_id) != standing) return;
   if (absl::IsFailedPrecondition(status)) {
     spdlog::error("server {}: server {} has taken over its keys ({}); stepping down", options_.server_id, to,
                   std::string(status.message()));

@@ -130,7 +130,8 @@ void ParameterServerImpl::QueueRowsReplica(RowsReplica rows) {
   outgoing_rows_.push_back(std::move(rows));
 }
 
-void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status) {
+void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status,
+                                     uint32_t standing) {
   if (shut_down_) return;
   if (status.ok()) {
     for (const RowsReplica& r : sent) {
@@ -142,7 +143,7 @@ void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sen
   }
   // As for keys (OnReplicaSent): the copy took over, or is taken for failed
   // (NoteView then wakes the pulls that waited for it).
-  OnReplicaSent(to, {}, status);
+  OnReplicaSent(to, {}, status, standing);
 }
 
 absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) {

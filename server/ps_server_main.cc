@@ -193,6 +193,20 @@ int StoppedDuringStartUp(ShutdownSignal& signal, const char* phase) {
   return 0;
 }
 
+// The link that forwards this server's updates to its backups, from the
+// flags; warns where the connect timeout leaves a handshake no time.
+absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> MakeReplicaLink(const TlsFiles& tls, const std::string& token) {
+  const absl::Duration failover = absl::GetFlag(FLAGS_server_timeout_for_failover);
+  const absl::Duration connect = absl::GetFlag(FLAGS_peer_connect_timeout);
+  if (connect >= failover) {
+    spdlog::warn("--peer_connect_timeout {} is not below --server_timeout_for_failover {}: a backup whose "
+                 "handshake takes that long is taken for failed before it connects",
+                 absl::FormatDuration(connect), absl::FormatDuration(failover));
+  }
+  return GrpcReplicaLink::Create(
+      ReplicaLinkOptions{failover, failover / 2, connect, tls, token, absl::GetFlag(FLAGS_max_message_bytes)});
+}
+
 int Run(ShutdownSignal& signal) {
   if (absl::Status s = SetUpLogging(absl::GetFlag(FLAGS_log_level),
                                     "server " + std::to_string(absl::GetFlag(FLAGS_server_id)));
@@ -226,11 +240,7 @@ int Run(ShutdownSignal& signal) {
   // host's core goes (its callbacks call into the core).
   std::unique_ptr<GrpcReplicaLink> link;
   if (options->job.replicas > 1) {
-    ReplicaLinkOptions link_options{absl::GetFlag(FLAGS_server_timeout_for_failover),
-                                    absl::GetFlag(FLAGS_server_timeout_for_failover) / 2,
-                                    absl::GetFlag(FLAGS_peer_connect_timeout), tls, *token,
-                                    absl::GetFlag(FLAGS_max_message_bytes)};
-    absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = GrpcReplicaLink::Create(link_options);
+    absl::StatusOr<std::unique_ptr<GrpcReplicaLink>> made = MakeReplicaLink(tls, *token);
     if (!made.ok()) {
       spdlog::critical("cannot start: {}", std::string(made.status().message()));
       return 1;

@@ -163,8 +163,9 @@ TEST_CASE("servers whose handshakes take 1.5 s replicate with --peer_connect_tim
 // (server/grpc_replica_link.h, SilenceBeforeFailed), and by then the
 // worker has moved server 1's keys to server 0. The job trains on with one
 // copy of every key. A race the lower id wins when the timeout exceeds the
-// time server 1 takes to hear of it (a worker's heartbeat: --heartbeat_interval,
-// 2 s, plus a round trip); here 8 s against 2 s + 3 s. Until 2026-11-27 both named each other failed at the
+// time the news takes to reach server 1 (server 0's answer to the worker,
+// then the heartbeat the worker sends at once: a round trip, 3 s here,
+// against 8 s). Until 2026-11-27 both named each other failed at the
 // same moment, both stepped down, and the worker's pull failed after
 // --server_timeout.
 TEST_CASE("two servers that cannot reach each other: the lower id serves every key, training goes on",
