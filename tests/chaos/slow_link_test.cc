@@ -59,26 +59,38 @@ void TrainOneStep(ShardpsClientHandle client, float grad) {
   REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
 }
 
-TEST_CASE("a job whose links take 0.6 s to shake hands connects, replicates and trains", "[slow_link]") {
+// Two replicated sync servers (plain SGD, lr 1, 8-byte keys), each behind a
+// tcp_proxy that holds every byte `delay` each way; `extra` flags go to
+// both servers. Every address the worker and the servers know is a
+// proxy's.
+struct SlowPair {
+  SlowPair(const std::string& delay, const std::vector<std::string>& extra) {
+    for (int i = 0; i < kServers; ++i) {
+      std::vector<std::string> flags{"--port=0", "--metrics_port=0", "--num_workers=1", "--mode=sync",
+                                     "--optimizer=sgd", "--lr=1", "--partition_bytes=8", "--replicas=2",
+                                     absl::StrCat("--num_servers=", kServers), absl::StrCat("--server_id=", i),
+                                     "--log_level=warn"};
+      flags.insert(flags.end(), extra.begin(), extra.end());
+      servers.push_back(std::make_unique<ServerProcess>(RunfilePath("server/ps_server"), flags));
+      proxies.push_back(std::make_unique<ServerProcess>(
+          RunfilePath("tests/chaos/tcp_proxy"),
+          std::vector<std::string>{absl::StrCat("--target=127.0.0.1:", servers.back()->port()), "--delay=" + delay}));
+      absl::StrAppend(&addresses, i ? "," : "", "127.0.0.1:", proxies.back()->port());
+    }
+  }
+  // The C API config of the job's worker, with `extra` flags.
+  std::string Config(const std::string& extra) const {
+    return absl::StrCat("--servers=", addresses, " --rank=0 --num_workers=1 --mode=sync --replicas=2",
+                        " --partition_bytes=8 ", extra);
+  }
   std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
   std::string addresses;
-  for (int i = 0; i < kServers; ++i) {
-    servers.push_back(std::make_unique<ServerProcess>(
-        RunfilePath("server/ps_server"),
-        std::vector<std::string>{"--port=0", "--num_workers=1", "--mode=sync", "--optimizer=sgd", "--lr=1",
-                                 "--partition_bytes=8", "--replicas=2", absl::StrCat("--num_servers=", kServers),
-                                 absl::StrCat("--server_id=", i), "--log_level=warn"}));
-    proxies.push_back(std::make_unique<ServerProcess>(
-        RunfilePath("tests/chaos/tcp_proxy"),
-        std::vector<std::string>{absl::StrCat("--target=127.0.0.1:", servers.back()->port()), "--delay=300ms"}));
-    absl::StrAppend(&addresses, i ? "," : "", "127.0.0.1:", proxies.back()->port());
-  }
-  // Every address the worker and the servers know is a proxy's.
-  const std::string config = absl::StrCat("--servers=", addresses,
-                                          " --rank=0 --num_workers=1 --mode=sync --replicas=2 --partition_bytes=8"
-                                          " --server_timeout=20s");
+};
+
+TEST_CASE("a job whose links take 0.6 s to shake hands connects, replicates and trains", "[slow_link]") {
+  SlowPair job("300ms", {});
   absl::Duration took;
-  ShardpsClientHandle client = RegisteredClient(config, &took);
+  ShardpsClientHandle client = RegisteredClient(job.Config("--server_timeout=20s"), &took);
   CHECK(took >= absl::Milliseconds(600));  // the premise: the link is slow
   // Step 1's weights are answered only once each key's backup holds them:
   // the primary's copy crossed the slow link between the servers.
@@ -127,29 +139,11 @@ double MetricOf(const std::string& page, const std::string& family, int s) {
 // next case). Every process's --server_timeout_for_failover is above what
 // a call takes on these links (docs/failures.md, "Links between servers").
 TEST_CASE("servers whose handshakes take 1.5 s replicate with --peer_connect_timeout=5s", "[slow_link]") {
-  std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
-  std::string addresses;
-  for (int i = 0; i < kServers; ++i) {
-    servers.push_back(std::make_unique<ServerProcess>(
-        RunfilePath("server/ps_server"),
-        std::vector<std::string>{"--port=0", "--metrics_port=0", "--num_workers=1", "--mode=sync",
-                                 "--optimizer=sgd", "--lr=1", "--partition_bytes=8", "--replicas=2",
-                                 absl::StrCat("--num_servers=", kServers), absl::StrCat("--server_id=", i),
-                                 "--server_timeout_for_failover=15s", "--peer_connect_timeout=5s",
-                                 "--log_level=warn"}));
-    proxies.push_back(std::make_unique<ServerProcess>(
-        RunfilePath("tests/chaos/tcp_proxy"),
-        std::vector<std::string>{absl::StrCat("--target=127.0.0.1:", servers.back()->port()), "--delay=1500ms"}));
-    absl::StrAppend(&addresses, i ? "," : "", "127.0.0.1:", proxies.back()->port());
-  }
-  const std::string config = absl::StrCat("--servers=", addresses,
-                                          " --rank=0 --num_workers=1 --mode=sync --replicas=2"
-                                          " --partition_bytes=8 --server_timeout=90s"
-                                          " --server_timeout_for_failover=15s");
+  SlowPair job("1500ms", {"--server_timeout_for_failover=15s", "--peer_connect_timeout=5s"});
   absl::Duration took;
-  TrainOneStep(RegisteredClient(config, &took), 3.0f);
+  TrainOneStep(RegisteredClient(job.Config("--server_timeout=90s --server_timeout_for_failover=15s"), &took), 3.0f);
   for (int i = 0; i < kServers; ++i) {
-    const std::string page = ScrapeLoopbackMetrics(servers[i]->metrics_port());
+    const std::string page = ScrapeLoopbackMetrics(job.servers[i]->metrics_port());
     INFO("server " << i << "\n" << page);
     CHECK(MetricOf(page, "shardps_under_replicated_keys", i) == 0);
     CHECK(MetricOf(page, "shardps_replica_keys_installed_total", i) >= 1);  // the other server's keys
@@ -170,26 +164,10 @@ TEST_CASE("servers whose handshakes take 1.5 s replicate with --peer_connect_tim
 // --server_timeout.
 TEST_CASE("two servers that cannot reach each other: the lower id serves every key, training goes on",
           "[slow_link]") {
-  std::vector<std::unique_ptr<ServerProcess>> servers, proxies;
-  std::string addresses;
-  for (int i = 0; i < kServers; ++i) {
-    servers.push_back(std::make_unique<ServerProcess>(
-        RunfilePath("server/ps_server"),
-        std::vector<std::string>{"--port=0", "--metrics_port=0", "--num_workers=1", "--mode=sync",
-                                 "--optimizer=sgd", "--lr=1", "--partition_bytes=8", "--replicas=2",
-                                 absl::StrCat("--num_servers=", kServers), absl::StrCat("--server_id=", i),
-                                 "--server_timeout_for_failover=8s", "--log_level=warn"}));
-    proxies.push_back(std::make_unique<ServerProcess>(
-        RunfilePath("tests/chaos/tcp_proxy"),
-        std::vector<std::string>{absl::StrCat("--target=127.0.0.1:", servers.back()->port()), "--delay=1500ms"}));
-    absl::StrAppend(&addresses, i ? "," : "", "127.0.0.1:", proxies.back()->port());
-  }
-  const std::string config = absl::StrCat("--servers=", addresses,
-                                          " --rank=0 --num_workers=1 --mode=sync --replicas=2"
-                                          " --partition_bytes=8 --server_timeout=90s"
-                                          " --server_timeout_for_failover=8s");
+  SlowPair job("1500ms", {"--server_timeout_for_failover=8s"});
   absl::Duration took;
-  ShardpsClientHandle client = RegisteredClient(config, &took);
+  ShardpsClientHandle client =
+      RegisteredClient(job.Config("--server_timeout=90s --server_timeout_for_failover=8s"), &took);
   std::vector<float> zeros(8, 0.0f), grads(8, 2.0f), weights(8, 1.0f);
   const float* init[] = {zeros.data()};
   const float* push[] = {grads.data()};
@@ -205,7 +183,7 @@ TEST_CASE("two servers that cannot reach each other: the lower id serves every k
   }
   CHECK(weights == std::vector<float>(8, -4.0f));  // two steps of lr 1, nothing lost
   REQUIRE(ShardpsClientFree(client) == SHARDPS_OK);
-  const std::string page = ScrapeLoopbackMetrics(servers[0]->metrics_port());
+  const std::string page = ScrapeLoopbackMetrics(job.servers[0]->metrics_port());
   INFO(page);
   // Server 1 stepped down; it then joins again by itself, and stays failed
   // or joining while the servers cannot reach each other.
