@@ -60,11 +60,8 @@ class BadInputFixture {
 
   // The server still answers: an admin status call succeeds.
   bool StillServing() {
-    wire::AdminRequest req;
-    req.set_action(wire::ADMIN_STATUS);
-    wire::AdminResponse resp;
-    grpc::ClientContext ctx;
-    return stub_->Admin(&ctx, req, &resp).ok() && resp.status().initialized();
+    const std::optional<wire::ServerStatus> status = cluster_.AdminStatus(0);
+    return status.has_value() && status->initialized();
   }
   int64_t Refused() { return cluster_.core(0)->Stats().refused; }
 

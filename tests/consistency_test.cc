@@ -121,14 +121,9 @@ TEST_CASE("sync: a pull waits for its version, up to its deadline", "[sync]") {
   REQUIRE(!pulled.HasBeenNotified());
   REQUIRE_THAT(ScrapeLoopbackMetrics(cluster.host(0)->metrics_port()),
                Catch::Contains("shardps_waiting_pulls{server=\"0\"} 6"));
-  {
-    wire::AdminRequest req;
-    req.set_action(wire::ADMIN_STATUS);
-    wire::AdminResponse resp;
-    grpc::ClientContext ctx;
-    REQUIRE(cluster.RawStub(0)->Admin(&ctx, req, &resp).ok());
-    REQUIRE(resp.status().waiting_pulls() == 6);
-  }
+  const std::optional<wire::ServerStatus> status = cluster.AdminStatus(0);
+  REQUIRE(status.has_value());
+  REQUIRE(status->waiting_pulls() == 6);
   REQUIRE(PushAll(*b, 0, Filled(4)).ok());
   REQUIRE(pulled.WaitForNotificationWithTimeout(absl::Seconds(10)));
   REQUIRE(pull_status.ok());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -174,6 +175,15 @@ class TestCluster {
     args.SetMaxSendMessageSize(512 << 20);
     return wire::ParameterService::NewStub(
         grpc::CreateCustomChannel(Addresses()[s], grpc::InsecureChannelCredentials(), args));
+  }
+  // Server s's Admin status over real gRPC; nullopt when the call fails.
+  std::optional<wire::ServerStatus> AdminStatus(int s) const {
+    wire::AdminRequest req;
+    req.set_action(wire::ADMIN_STATUS);
+    wire::AdminResponse resp;
+    grpc::ClientContext ctx;
+    if (!RawStub(s)->Admin(&ctx, req, &resp).ok()) return std::nullopt;
+    return resp.status();
   }
 
  private:
