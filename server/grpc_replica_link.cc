@@ -207,6 +207,7 @@ void GrpcReplicaLink::Run(int to) {
   for (;;) {
     std::vector<Item> items;
     Peer* peer = nullptr;
+    absl::Duration silence;  // before the peer counts as failed
     {
       absl::MutexLock lock(&mu_);
       peer = peers_[to].get();
@@ -244,24 +245,20 @@ void GrpcReplicaLink::Run(int to) {
         for (size_t j = 0; j < updates.size(); ++j) newest[updates[j].key] = {items.size() - 1, j};
       }
       superseded_ += DropSuperseded(items, newest);
+      silence = SilenceBeforeFailed(options_.failover_timeout, items.front().from, to,
+                                    static_cast<int>(addresses_.size()));
     }
-    const absl::Status status = Deliver(*peer, to, items);
+    const absl::Status status = Deliver(*peer, to, items, silence);
     for (Item& item : items) item.done(status);
   }
 }
 
-absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& items) {
+absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& items, absl::Duration silence) {
   // One request: the items in order.
   const RawReplicate frame = FrameOf(items);
   const int keys = frame.header.keys_size() + frame.header.rows_size();
   const absl::Time first = absl::Now();
   const absl::Duration deadline = AttemptDeadline(options_, frame);
-  int servers = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    servers = static_cast<int>(addresses_.size());
-  }
-  const absl::Duration silence = SilenceBeforeFailed(options_.failover_timeout, items.front().from, to, servers);
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));

@@ -98,8 +98,8 @@ class GrpcReplicaLink final : public ReplicaLink {
   // Where server `to` listens (moved_, else addresses_); "" when not known yet.
   std::string AddressOf(int to) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One call with every item taken (their slots move into it); retried as
-  // the class comment says.
-  absl::Status Deliver(Peer& peer, int to, std::vector<Item>& items);
+  // the class comment says, a silent peer for `silence` (SilenceBeforeFailed).
+  absl::Status Deliver(Peer& peer, int to, std::vector<Item>& items, absl::Duration silence);
 
   const ReplicaLinkOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
