@@ -45,6 +45,13 @@ inline ServerOptions SyncOptions(int num_servers, int num_workers) {
   return o;
 }
 
+// An async job of one server and `workers` workers, lr 1, plain SGD.
+inline ServerOptions AsyncOptions(int workers) {
+  ServerOptions o = SyncOptions(1, workers);
+  o.job.mode = Mode::kAsync;
+  return o;
+}
+
 class TestCluster {
  public:
   // Starts options.job.num_servers servers; host i gets server_id i. Every
