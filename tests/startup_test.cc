@@ -133,21 +133,48 @@ TEST_CASE("--peer_connect_timeout of 0 or past 20 s: exit 2 saying what it takes
   }
 }
 
-TEST_CASE("--join with no job running anywhere: the server starts as usual, saying so", "[startup][process]") {
-  const std::string dir = TempDir("join-nobody");
-  const std::string log_path = dir + "/server.log";
-  // Server 0's peer, server 1, is a port nothing listens on: a new job, or every server restarting.
-  ChildProcess server(RunfilePath("server/ps_server"),
-                      {"--port=0", "--server_id=0", "--num_servers=2", "--replicas=2",
-                       absl::StrCat("--join=127.0.0.1:1,127.0.0.1:", FreePort())},
-                      log_path);
+// Starts ps_server with `flags`, waits (up to 30 s) until it serves, stops
+// it with SIGTERM; returns its exit code and its log in *log.
+int ServeThenStop(const std::vector<std::string>& flags, const std::string& log_path, std::string* log) {
+  ChildProcess server(RunfilePath("server/ps_server"), flags, log_path);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (!absl::StrContains(ReadFile(log_path), "serving sync mode") && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   server.Send(SIGTERM);
   const int code = server.Wait();
-  const std::string log = ReadFile(log_path);
+  *log = ReadFile(log_path);
+  return code;
+}
+
+TEST_CASE("--peer_connect_timeout not below --server_timeout_for_failover: a warning, and the server serves",
+          "[startup][process]") {
+  const std::string dir = TempDir("peer-connect-warning");
+  const std::vector<std::string> job = {"--port=0", "--num_servers=2", "--replicas=2",
+                                        "--server_timeout_for_failover=3s"};
+  const std::string warning = "is not below --server_timeout_for_failover";
+  std::string log;
+  for (const char* connect : {"3s", "5s"}) {
+    std::vector<std::string> flags = job;
+    flags.push_back(absl::StrCat("--peer_connect_timeout=", connect));
+    CHECK(ServeThenStop(flags, absl::StrCat(dir, "/", connect, ".log"), &log) == 0);
+    INFO(log);
+    CHECK_THAT(log, Catch::Contains(absl::StrCat("--peer_connect_timeout ", connect, " ", warning)));
+    CHECK_THAT(log, Catch::Contains("serving sync mode"));
+  }
+  CHECK(ServeThenStop(job, dir + "/default.log", &log) == 0);  // 1 s
+  INFO(log);
+  CHECK_THAT(log, !Catch::Contains(warning));
+  CHECK_THAT(log, Catch::Contains("serving sync mode"));
+}
+
+TEST_CASE("--join with no job running anywhere: the server starts as usual, saying so", "[startup][process]") {
+  const std::string dir = TempDir("join-nobody");
+  std::string log;
+  // Server 0's peer, server 1, is a port nothing listens on: a new job, or every server restarting.
+  const int code = ServeThenStop({"--port=0", "--server_id=0", "--num_servers=2", "--replicas=2",
+                                  absl::StrCat("--join=127.0.0.1:1,127.0.0.1:", FreePort())},
+                                 dir + "/server.log", &log);
   INFO(log);
   CHECK_THAT(log, Catch::Contains("--join: no other server of the job runs it"));
   CHECK_THAT(log, Catch::Contains("serving sync mode"));
