@@ -156,7 +156,7 @@ absl::Status GrpcPsClient::RewindAll(const JoinPlan& plan) {
   return absl::OkStatus();
 }
 
-std::vector<int> GrpcPsClient::ServersToRegister() const {
+std::vector<int> GrpcPsClient::ServersNotFailed() const {
   const bool replicated = failover_ != nullptr && failover_->armed();
   const ServerView view = replicated ? failover_->view() : ServerView();
   std::vector<int> servers;
@@ -170,7 +170,7 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
   constexpr int kRounds = 8;
   absl::Status persisting;  // what a look again did not cure
   for (int round = 0; round < kRounds; ++round) {
-    absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(ServersToRegister(), std::nullopt);
+    absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(ServersNotFailed(), std::nullopt);
     if (!views.ok()) return views.status();
     const JoinPlan plan = PlanJoin(options_.job.mode, *views);
     if (plan.action == JoinPlan::Action::kFail) return plan.error;
@@ -208,9 +208,14 @@ absl::Status GrpcPsClient::Init(const std::vector<std::vector<float>>& weights, 
       builder_.Inits(weights, failover_ != nullptr ? &failover_->map() : nullptr);
   if (!reqs.ok()) return reqs.status();
   auto any_applied = std::make_shared<std::atomic<bool>>(false);
+  // Not to servers this worker knows failed: their backups take their keys
+  // (the chains in reqs), and a dead server would hold the call for
+  // --server_timeout (a worker lining up with the job again after a kill).
+  const std::vector<int> servers = ServersNotFailed();
+  if (servers.empty()) return absl::UnavailableError("Init: every server of the job is taken for failed");
   const absl::Status status = Blocking([&](Done done) {
-    auto fanout = std::make_shared<Fanout>(static_cast<int>(reqs->size()), std::move(done));
-    for (size_t s = 0; s < reqs->size(); ++s) {
+    auto fanout = std::make_shared<Fanout>(static_cast<int>(servers.size()), std::move(done));
+    for (int s : servers) {
       auto req = (*reqs)[s];
       auto resp = std::make_shared<wire::InitResponse>();
       connections_[s]->Call(

@@ -89,11 +89,11 @@ class GrpcPsClient final : public PsClient {
   ClientStats Stats() const override;
 
  private:
-  // The servers a registration goes to: every one, but with replication
-  // (once armed) not those this worker's view has failed. Their keys are
-  // served by their backups; one that comes back is registered with once
-  // it is live again (Failover::Merge).
-  std::vector<int> ServersToRegister() const;
+  // The servers a registration or an Init goes to: every one, but with
+  // replication (once armed) not those this worker's view has failed. Their
+  // keys are served by their backups; one that comes back is registered
+  // with once it is live again (Failover::Merge).
+  std::vector<int> ServersNotFailed() const;
   // Registers with `servers` in parallel (each waits up to server_timeout).
   absl::StatusOr<std::vector<ServerJoinView>> RegisterWith(const std::vector<int>& servers,
                                                            std::optional<ResumeAt> resume);

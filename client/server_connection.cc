@@ -75,14 +75,25 @@ void ServerConnection::ReleaseContext(grpc::ClientContext* ctx) {
 
 void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
   if (Redirect(call)) return;
+  bool stale = false;
   {
     absl::MutexLock lock(&mu_);
-    if (reviving_ && call->spec.fails_over) {
-      held_for_revival_.push_back(std::move(call));
-      return;
+    stale = call->spec.fails_over && SessionStale();
+    if (!stale) {
+      if (reviving_ && call->spec.fails_over) {
+        held_for_revival_.push_back(std::move(call));
+        return;
+      }
+      if (call->attempts == 0) call->first_session = session_;
+      call->session = session_;
     }
-    if (call->attempts == 0) call->first_session = session_;
-    call->session = session_;
+  }
+  if (stale) {
+    // Begins the revival (once per standing: SessionStale), which holds this
+    // call until it has registered; if none could begin (stopping), the
+    // call goes on and fails as the connection stops.
+    Revive();
+    return StartAttempt(std::move(call));
   }
   // A sync or ssp call belongs to the session (and timeline) it was issued
   // in: when this worker registered again while it waited to be retried
@@ -228,6 +239,7 @@ void ServerConnection::Register(std::optional<ResumeAt> resume, RegisterDone don
         {
           absl::MutexLock lock(&mu_);
           session_ = resp->session_id();
+          session_generation_ = Generation();  // the server's answer brought its standing
         }
         registrations_.fetch_add(1);
         done(*resp);

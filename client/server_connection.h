@@ -200,6 +200,15 @@ class ServerConnection {
   void TakeForFailed(const std::string& why, uint32_t seen_generation);
   // The server's generation in this worker's view (0 without replication).
   uint32_t Generation() const;
+  // Replication: the server is live in the view under a later standing than
+  // the one the session was granted under (it failed or restarted since, and
+  // came back), and no revival has begun for that standing. Calls for its
+  // keys must then wait for a registration there: the session may be
+  // unknown to it. Failover::Merge revives a server as soon as its view
+  // shows it live again, but a call routed to it in between (on another
+  // thread) would carry the old session, and a sync worker would take the
+  // server's "unknown session" for a rewind of the job.
+  bool SessionStale() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a call that fails over to the server serving this one's keys now,
   // when that is another (false: it stays here).
   bool Redirect(const std::shared_ptr<CallState>& call);
@@ -254,6 +263,11 @@ class ServerConnection {
   absl::flat_hash_set<grpc::ClientContext*> contexts_ ABSL_GUARDED_BY(mu_);
   bool reregistering_ ABSL_GUARDED_BY(mu_) = false;
   bool reviving_ ABSL_GUARDED_BY(mu_) = false;  // Revive()'s registration is under way
+  // Replication: the server's generation (client/failover.h) when session_
+  // was granted, and when Revive() last began. A session granted under an
+  // earlier standing of a server live now is stale (SessionStale).
+  uint32_t session_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t revival_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<CallState>> held_for_revival_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(absl::Status)>> reregister_waiters_ ABSL_GUARDED_BY(mu_);
   absl::Time last_call_ ABSL_GUARDED_BY(mu_);       // an attempt started (heartbeats are for idle sessions)

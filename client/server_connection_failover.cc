@@ -18,6 +18,7 @@ void ServerConnection::Revive() {
     absl::MutexLock lock(&mu_);
     if (reviving_ || stopped_) return;
     reviving_ = true;
+    revival_generation_ = Generation();
   }
   // Not the channels that failed while it was down (some may still be
   // waiting out a reconnection backoff, failing calls at once).
@@ -115,6 +116,13 @@ void ServerConnection::TakeForFailed(const std::string& why, uint32_t seen_gener
 
 uint32_t ServerConnection::Generation() const {
   return failover_ == nullptr ? 0 : failover_->view().generation(server_id_);
+}
+
+bool ServerConnection::SessionStale() const {
+  if (failover_ == nullptr || !failover_->armed() || reviving_ || stopped_ || session_ == 0) return false;
+  const ServerView view = failover_->view();
+  const uint32_t now = view.generation(server_id_);
+  return view.Live(server_id_) && now != session_generation_ && now != revival_generation_;
 }
 
 }  // namespace shardps

@@ -123,8 +123,9 @@ TEST_CASE("replication: a killed server costs no step and changes no bit of the 
 TEST_CASE("replication: a worker that registers again leaves out the servers it knows failed", "[replication]") {
   // A worker lines up with the job again (ps_worker does after "unknown
   // session", say) after server 2 was killed and taken for failed. Server 2's
-  // keys are served by server 0 now: registering with it could only wait out
-  // --server_timeout and fail (it did in tests/chaos:replication_chaos_test).
+  // keys are served by server 0 now: registering with it, or sending it the
+  // Init that follows, could only wait out --server_timeout and fail (each
+  // did in tests/chaos:replication_chaos_test).
   ServerOptions o = ReplicatedOptions();
   o.job.mode = Mode::kAsync;
   o.job.num_workers = 1;
@@ -140,6 +141,9 @@ TEST_CASE("replication: a worker that registers again leaves out the servers it 
   const absl::StatusOr<int64_t> again = worker->Register();
   INFO(again.status());
   REQUIRE(again.ok());
+  const absl::Status init = worker->Init(Zeros(SmallLayout()));  // as ps_worker's Rejoin does
+  INFO(init);
+  REQUIRE(init.ok());
   REQUIRE(PushAll(*worker, 2, GradientOf(0, 2)).ok());
   REQUIRE(PullAll(*worker, 3, w).ok());
   CHECK(cluster.core(0)->Stats().max_version == 3);  // server 2's keys took all three pushes on server 0
