@@ -16,9 +16,14 @@ namespace shardps {
 void ServerConnection::Revive() {
   {
     absl::MutexLock lock(&mu_);
-    if (reviving_ || stopped_) return;
+    // Once per standing: a call that found the session stale may have
+    // revived the connection already, between Failover::Merge's store of
+    // the view and its call here. A second registration would replace the
+    // session the calls since then carry (a server keeps one per rank).
+    const uint32_t generation = Generation();
+    if (reviving_ || stopped_ || revival_generation_ == generation) return;
     reviving_ = true;
-    revival_generation_ = Generation();
+    revival_generation_ = generation;
   }
   // Not the channels that failed while it was down (some may still be
   // waiting out a reconnection backoff, failing calls at once).

@@ -40,9 +40,11 @@ namespace shardps {
 // each other failed at the same moment: every copy would step down. The
 // lower id names the other failed first; the other learns it from the
 // workers' calls and steps down, and the job goes on with one copy of every
-// key. Not in larger jobs, where no two servers back up each other until
-// one has failed: there a server that learns of a paused peer from the
-// workers, not by itself, found it 0.6 s later (bench/failover --server=0).
+// key. Not in larger jobs, where with --replicas=2 no two servers back up
+// each other (server k forwards to k+1 only, also after a failure; with
+// --replicas=3 in a job of three, two do once the third has failed: not
+// covered). There a server that learns of a paused peer from the workers,
+// not by itself, found it 0.6 s later (bench/failover --server=0).
 absl::Duration SilenceBeforeFailed(absl::Duration failover_timeout, int from, int to, int servers);
 
 struct ReplicaLinkOptions {
