@@ -1,10 +1,13 @@
 // client/server_connection: channels it replaces (Renew, Repoint, a longer
 // connect timeout) are closed once no call holds them, on the thread that
-// tends the connection, and never while a call in flight still uses them.
+// tends the connection, and never while a call in flight still uses them;
+// and a call to a server live again after a restart registers there first.
 // Real gRPC on loopback against an in-process server.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "client/delayed_executor.h"
@@ -16,6 +19,26 @@
 
 namespace shardps::testing {
 namespace {
+
+// An await-only pull of key (0, 0) at `step` on `connection`, with `spec`;
+// `done` gets its status.
+void AwaitPull(ServerConnection& connection, const CallSpec& spec, int64_t step,
+               std::function<void(absl::Status)> done) {
+  connection.Call(
+      spec,
+      [step](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> answered) {
+        auto req = std::make_shared<wire::PullRequest>();
+        auto resp = std::make_shared<wire::PullResponse>();
+        req->set_session_id(session);
+        req->set_step(step);
+        req->set_await_only(true);
+        wire::Key* key = req->add_keys();
+        key->set_tensor(0);
+        key->set_chunk(0);
+        stub.proto->async()->Pull(ctx, req.get(), resp.get(), [req, resp, answered](grpc::Status s) { answered(s); });
+      },
+      std::move(done));
+}
 
 TEST_CASE("replaced channels close once no call holds them, and not before") {
   TestCluster cluster(SyncOptions(1, 2));
@@ -47,21 +70,8 @@ TEST_CASE("replaced channels close once no call holds them, and not before") {
   // A pull of step 5 waits on the server (sync: the step is far off) until
   // its 2 s deadline: its channel stays open while it does.
   absl::Notification answered;
-  CallSpec spec{"pull", absl::Seconds(2), OnAbort::kFail, Lane::kOthers};
-  connection.Call(
-      spec,
-      [](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> done) {
-        auto req = std::make_shared<wire::PullRequest>();
-        auto resp = std::make_shared<wire::PullResponse>();
-        req->set_session_id(session);
-        req->set_step(5);
-        req->set_await_only(true);
-        wire::Key* key = req->add_keys();
-        key->set_tensor(0);
-        key->set_chunk(0);
-        stub.proto->async()->Pull(ctx, req.get(), resp.get(), [req, resp, done](grpc::Status s) { done(s); });
-      },
-      [&](absl::Status) { answered.Notify(); });
+  AwaitPull(connection, CallSpec{"pull", absl::Seconds(2), OnAbort::kFail, Lane::kOthers}, 5,
+            [&](absl::Status) { answered.Notify(); });
   REQUIRE(AwaitWaitingPulls(cluster.core(0), 1));  // the server holds it
   REQUIRE_FALSE(answered.HasBeenNotified());
   connection.Renew();
@@ -82,23 +92,10 @@ absl::Status SyncPull(ServerConnection& connection) {
   CallSpec spec{"pull", absl::Seconds(2), OnAbort::kRejoin, Lane::kOthers};
   spec.fails_over = true;
   spec.keys_of = 0;
-  connection.Call(
-      spec,
-      [](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> done) {
-        auto req = std::make_shared<wire::PullRequest>();
-        auto resp = std::make_shared<wire::PullResponse>();
-        req->set_session_id(session);
-        req->set_step(0);
-        req->set_await_only(true);
-        wire::Key* key = req->add_keys();
-        key->set_tensor(0);
-        key->set_chunk(0);
-        stub.proto->async()->Pull(ctx, req.get(), resp.get(), [req, resp, done](grpc::Status s) { done(s); });
-      },
-      [&](absl::Status s) {
-        status = s;
-        answered.Notify();
-      });
+  AwaitPull(connection, spec, 0, [&](absl::Status s) {
+    status = s;
+    answered.Notify();
+  });
   answered.WaitForNotification();
   return status;
 }
