@@ -68,13 +68,18 @@ TEST_CASE("an unwritable checkpoint directory: exit 1 naming it, before serving"
   REQUIRE_THAT(log, !Catch::Contains("LISTENING"));
 }
 
-// True once `pid` blocks SIGTERM: its main() has begun.
+// True once `pid` runs ps_server and blocks SIGTERM: its main() has begun.
+// The name matters: between fork and exec the child is a copy of this test,
+// and a SIGTERM then meets the test's own handlers (Catch2's), not the
+// server's.
 bool BlocksSigterm(pid_t pid) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
+  bool server = false;
   while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "Name:")) server = absl::StrContains(line, "ps_server");
     unsigned long long mask = 0;
-    if (sscanf(line.c_str(), "SigBlk: %llx", &mask) == 1) return (mask >> (SIGTERM - 1)) & 1;
+    if (sscanf(line.c_str(), "SigBlk: %llx", &mask) == 1) return server && ((mask >> (SIGTERM - 1)) & 1);
   }
   return false;
 }
@@ -197,7 +202,10 @@ TEST_CASE("SIGTERM at any moment of start-up, a slow restore included, exits 0",
     ChildProcess server(RunfilePath("server/ps_server"),
                         {"--port=0", "--partition_bytes=2097152", "--checkpoint_dir=" + dir + "/ckpt"}, log_path);
     const absl::Time give_up = absl::Now() + absl::Seconds(10);
-    while (!BlocksSigterm(server.pid()) && absl::Now() < give_up) absl::SleepFor(absl::Microseconds(100));
+    bool started = false;
+    while (!(started = BlocksSigterm(server.pid())) && absl::Now() < give_up) absl::SleepFor(absl::Microseconds(100));
+    INFO("ps_server's main() never blocked SIGTERM within 10 s");
+    REQUIRE(started);
     absl::SleepFor(absl::Milliseconds(delay_ms));
     server.Send(SIGTERM);
     const int code = server.Wait();
