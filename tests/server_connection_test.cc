@@ -20,6 +20,18 @@
 namespace shardps::testing {
 namespace {
 
+// Registers `connection` with its server and waits for the answer.
+absl::Status RegisterAndWait(ServerConnection& connection) {
+  absl::Notification registered;
+  absl::Status status;
+  connection.Register(std::nullopt, [&](absl::StatusOr<wire::RegisterResponse> r) {
+    status = r.status();
+    registered.Notify();
+  });
+  registered.WaitForNotification();
+  return status;
+}
+
 // An await-only pull of key (0, 0) at `step` on `connection`, with `spec`;
 // `done` gets its status.
 void AwaitPull(ServerConnection& connection, const CallSpec& spec, int64_t step,
@@ -51,13 +63,7 @@ TEST_CASE("replaced channels close once no call holds them, and not before") {
   RealClock clock;
   DelayedExecutor executor(&clock);
   ServerConnection connection(0, options, grpc::InsecureChannelCredentials(), &clock, &executor);
-  absl::Notification registered;
-  absl::Status registration;
-  connection.Register(std::nullopt, [&](absl::StatusOr<wire::RegisterResponse> r) {
-    registration = r.status();
-    registered.Notify();
-  });
-  registered.WaitForNotification();
+  const absl::Status registration = RegisterAndWait(connection);
   INFO(registration.message());
   REQUIRE(registration.ok());
 
@@ -118,13 +124,8 @@ TEST_CASE("replication: a call to a server live again registers there first, not
   Failover failover(*ReplicaMap::Build(2, 2), absl::Seconds(3), KeptPushSteps(/*sync=*/true));
   connection.SetFailover(&failover);
   failover.Attach({&connection});
-  absl::Notification registered;
-  absl::Status registration;
-  connection.Register(std::nullopt, [&](absl::StatusOr<wire::RegisterResponse> r) {
-    registration = r.status();
-    registered.Notify();
-  });
-  registered.WaitForNotification();
+  const absl::Status registration = RegisterAndWait(connection);
+  INFO(registration.message());
   REQUIRE(registration.ok());
   REQUIRE(SyncPull(connection).ok());
 
