@@ -63,8 +63,8 @@ absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobVi
         "worker rank ", rank, " is out of range; this job has ", options_.job.num_workers, " workers")));
   }
   if (view.layout_hash == 0) return Refuse(absl::InvalidArgumentError("registration carries no layout hash"));
-  if (resume && resume->step < 0) {
-    return Refuse(absl::InvalidArgumentError(absl::StrCat("resume step is ", resume->step, "; want >= 0")));
+  if (resume) {
+    if (absl::Status in_range = CheckWireStep("resume step", resume->step); !in_range.ok()) return Refuse(in_range);
   }
   uint64_t expected_hash = 0;
   job_layout_hash_.compare_exchange_strong(expected_hash, view.layout_hash);
@@ -152,7 +152,7 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
 
 absl::Status ParameterServerImpl::ValidatePush(int rank, int64_t step, const std::vector<ChunkPayload>& chunks,
                                                std::vector<KeyState*>& states) {
-  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("push step is ", step, "; want >= 0"));
+  if (absl::Status in_range = CheckWireStep("push step", step); !in_range.ok()) return in_range;
   if (chunks.empty()) return absl::InvalidArgumentError("push carries no chunks");
   absl::flat_hash_set<ChunkKey> seen;
   for (const ChunkPayload& c : chunks) {
@@ -164,9 +164,9 @@ absl::Status ParameterServerImpl::ValidatePush(int rank, int64_t step, const std
     if (absl::Status serving = CheckServing(**k); !serving.ok()) return serving;
     absl::Status valid = ValidatePayload("gradient", c, (*k)->info.length, /*bfloat16_allowed=*/true);
     if (!valid.ok()) return valid;
-    if (c.base_version && *c.base_version < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("push of key ", KeyName(c.key), " names base version ", *c.base_version, "; want >= 0"));
+    if (c.base_version) {
+      const std::string what = absl::StrCat("the base version of key ", KeyName(c.key));
+      if (absl::Status in_range = CheckWireStep(what.c_str(), *c.base_version); !in_range.ok()) return in_range;
     }
     if (options_.job.mode == Mode::kSync) {
       absl::MutexLock lock(&(*k)->mu);
@@ -377,7 +377,7 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
   absl::ReaderMutexLock state(&rewind_mu_);
   absl::StatusOr<int> rank = AdmitTraffic(session, "pull");
   if (!rank.ok()) return done(rank.status());
-  if (step < 0) return done(Refuse(absl::InvalidArgumentError(absl::StrCat("pull step is ", step, "; want >= 0"))));
+  if (absl::Status in_range = CheckWireStep("pull step", step); !in_range.ok()) return done(Refuse(in_range));
   if (keys.empty()) return done(Refuse(absl::InvalidArgumentError("pull names no keys")));
   for (const ChunkKey& key : keys) {
     absl::StatusOr<KeyState*> k = table_->Find(key);

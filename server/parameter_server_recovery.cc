@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/replica_map.h"
 #include "server/parameter_server_impl.h"
+#include "server/payload_validation.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -84,6 +85,9 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
   if (shut_down_) return absl::UnavailableError("server is shutting down");
   if (options_.job.mode == Mode::kAsync) {
     return Refuse(absl::FailedPreconditionError("rewind refused: an async job is never rewound"));
+  }
+  for (const auto& [what, value] : {std::pair{"rewind step", step}, std::pair{"rewind timeline", timeline}}) {
+    if (absl::Status in_range = CheckWireStep(what, value); !in_range.ok()) return Refuse(in_range);
   }
   absl::WriterMutexLock state(&rewind_mu_);
   absl::MutexLock lock(&recovery_mu_);

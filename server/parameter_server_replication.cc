@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/parameter_server_impl.h"
+#include "server/payload_validation.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -264,6 +265,10 @@ absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<Repli
         std::any_of(u.slots.begin(), u.slots.end(), [&](const auto& s) { return s.size() != u.weights->size(); })) {
       return Refuse(absl::InvalidArgumentError(absl::StrCat("replica of key ", KeyName(u.key), " from server ", from,
                                                             " has the wrong size")));
+    }
+    if (absl::Status steps = CheckReplicaSteps(u.version, u.last_pushed_step); !steps.ok()) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat("replica of key ", KeyName(u.key), " from server ", from,
+                                                            ": ", steps.message())));
     }
     states.push_back(*k);
   }

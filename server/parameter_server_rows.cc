@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/parameter_server_impl.h"
+#include "server/payload_validation.h"
 #include "spdlog/spdlog.h"
 
 namespace shardps {
@@ -83,7 +84,7 @@ absl::StatusOr<SparseStore*> ParameterServerImpl::ApplyPushRows(uint64_t session
   absl::StatusOr<int> rank = AdmitTraffic(session, "push of rows");
   if (!rank.ok()) return rank.status();
   if (rank_out != nullptr) *rank_out = *rank;
-  if (step < 0) return Refuse(absl::InvalidArgumentError(absl::StrCat("push step is ", step, "; want >= 0")));
+  if (absl::Status in_range = CheckWireStep("push step", step); !in_range.ok()) return Refuse(in_range);
   absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
   if (!store.ok()) return Refuse(store.status());
   const absl::Time start = clock_->Now();
@@ -109,7 +110,7 @@ void ParameterServerImpl::PullRows(uint64_t session, int64_t step, const std::ve
   absl::ReaderMutexLock state(&rewind_mu_);
   absl::StatusOr<int> rank = AdmitTraffic(session, "pull of rows");
   if (!rank.ok()) return done(rank.status());
-  if (step < 0) return done(Refuse(absl::InvalidArgumentError(absl::StrCat("pull step is ", step, "; want >= 0"))));
+  if (absl::Status in_range = CheckWireStep("pull step", step); !in_range.ok()) return done(Refuse(in_range));
   absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
   if (!store.ok()) return done(Refuse(store.status()));
   pulls_.fetch_add(1);
@@ -161,6 +162,10 @@ absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<R
     if (r.copy_done) {
       NoteRowsCopied(r.primary);
       continue;
+    }
+    if (absl::Status steps = CheckReplicaSteps(r.version, r.last_pushed_step); !steps.ok()) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat("replica rows of server ", r.primary, " from server ",
+                                                            from, ": ", steps.message())));
     }
     if (absl::Status installed = store->InstallCopy(r); !installed.ok()) return Refuse(installed);
   }

@@ -92,4 +92,19 @@ absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_
   return absl::OkStatus();
 }
 
+absl::Status CheckWireStep(const char* what, int64_t value) {
+  if (value >= 0 && value <= kMaxWireStep) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " is ", value, "; want 0 to 2^62"));
+}
+
+absl::Status CheckReplicaSteps(int64_t version, const std::vector<int64_t>& last_pushed_step) {
+  if (absl::Status in_range = CheckWireStep("version", version); !in_range.ok()) return in_range;
+  for (int64_t step : last_pushed_step) {
+    if (step < -1 || step > kMaxWireStep) {
+      return absl::InvalidArgumentError(absl::StrCat("a last pushed step is ", step, "; want -1 to 2^62"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace shardps

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,8 @@
 
 namespace shardps {
 namespace {
+
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 
 // "from ipv4:10.77.0.3:41234": who sent a call, for the trace.
 std::string From(grpc::GenericCallbackServerContext* ctx) { return absl::StrCat("from ", ctx->peer()); }
@@ -37,12 +40,13 @@ class PushReactor final : public UnaryReactor {
         return Refuse(absl::InvalidArgumentError(absl::StrCat("raw push chunk ", c.key().tensor(), "/", c.key().chunk(),
                                                              " needs raw_bytes >= 0 and no data")));
       }
-      declared += c.raw_bytes();
+      // Held at INT64_MAX: a peer's sizes may add up past it (tests:wire_fuzz_test).
+      declared = c.raw_bytes() > kUnbounded - declared ? kUnbounded : declared + c.raw_bytes();
     }
     if (declared != (*frame)->remaining()) {
-      return Refuse(absl::InvalidArgumentError(absl::StrCat("raw push: chunks declare ", declared,
-                                                           " payload bytes; the frame carries ",
-                                                           (*frame)->remaining())));
+      return Refuse(absl::InvalidArgumentError(
+          absl::StrCat("raw push: chunks declare ", declared == kUnbounded ? "over 2^63" : absl::StrCat(declared),
+                       " payload bytes; the frame carries ", (*frame)->remaining())));
     }
     std::vector<ChunkPayload> payloads;
     payloads.reserve(req.chunks_size());

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
+#include <optional>
 
 
 #include "common/rpc_metadata.h"
@@ -98,7 +100,8 @@ TEST_CASE_METHOD(BadInputFixture, "a negative base version: INVALID_ARGUMENT nam
   wire::PushRequest req = GoodPush();
   req.mutable_chunks(0)->set_base_version(-3);
   const int64_t before = Refused();
-  Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT, "names base version -3; want >= 0");
+  Expect(Push(req), grpc::StatusCode::INVALID_ARGUMENT,
+         "the base version of key (tensor 0, chunk 0) is -3; want 0 to 2^62");
   REQUIRE(Refused() == before + 1);
   req.mutable_chunks(0)->set_base_version(0);  // the same push, well formed: still step 0's
   REQUIRE(Push(req).ok());
@@ -232,6 +235,55 @@ TEST_CASE_METHOD(BadInputFixture, "malformed layout or empty requests: INVALID_A
   REQUIRE(StillServing());
 }
 
+TEST_CASE_METHOD(BadInputFixture, "a step beyond 2^62: INVALID_ARGUMENT, and the job's step stays where it is",
+                 "[bad_input]") {
+  // Found by tests:wire_fuzz_test: a registration resuming at INT64_MAX was
+  // taken, every later worker continued at that step, and its next pull
+  // named INT64_MIN.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t refused = Refused();
+  auto register_at = [&](std::optional<int64_t> resume, wire::RegisterResponse* resp) {
+    wire::RegisterRequest reg;
+    reg.set_rank(1);
+    *reg.mutable_view() = View();
+    if (resume) reg.set_resume_step(*resume);
+    grpc::ClientContext ctx;
+    return stub_->Register(&ctx, reg, resp);
+  };
+  wire::RegisterResponse resp;
+  Expect(register_at(kMax, &resp), grpc::StatusCode::INVALID_ARGUMENT,
+         "resume step is 9223372036854775807; want 0 to 2^62");
+  Expect(register_at((int64_t{1} << 62) + 1, &resp), grpc::StatusCode::INVALID_ARGUMENT, "want 0 to 2^62");
+  REQUIRE(register_at(std::nullopt, &resp).ok());
+  REQUIRE(resp.current_step() == 0);
+  session_ = resp.session_id();
+  REQUIRE(register_at(int64_t{1} << 62, &resp).ok());  // the bound itself is a step
+  session_ = resp.session_id();
+
+  wire::PushRequest push = GoodPush();
+  push.set_step(kMax);
+  Expect(Push(push), grpc::StatusCode::INVALID_ARGUMENT, "push step is 9223372036854775807");
+  wire::PullRequest pull;
+  pull.set_session_id(session_);
+  pull.set_step(kMax);
+  *pull.add_keys() = push.chunks(0).key();
+  wire::PullResponse pulled;
+  {
+    grpc::ClientContext ctx;
+    Expect(stub_->Pull(&ctx, pull, &pulled), grpc::StatusCode::INVALID_ARGUMENT, "pull step is 9223372036854775807");
+  }
+  wire::RewindRequest rewind;
+  rewind.set_timeline(kMax);
+  wire::RestartedServer* restarted = rewind.add_restarted();
+  restarted->set_server_id(0);
+  restarted->set_incarnation(cluster_.core(0)->incarnation());
+  wire::RewindResponse rewound;
+  grpc::ClientContext ctx;
+  Expect(stub_->Rewind(&ctx, rewind, &rewound), grpc::StatusCode::INVALID_ARGUMENT, "rewind timeline is");
+  REQUIRE(Refused() == refused + 5);
+  REQUIRE(StillServing());
+}
+
 
 grpc::ByteBuffer Bytes(const std::string& b) {
   grpc::Slice s(b);
@@ -251,6 +303,20 @@ TEST_CASE_METHOD(BadInputFixture, "raw framing: good and malformed pushes, unkno
 
   Expect(raw_push(header, std::string(12, '\0')), grpc::StatusCode::INVALID_ARGUMENT,
          "chunks declare 16 payload bytes; the frame carries 12");
+  {
+    // Sizes that add up past INT64_MAX (to 16 once wrapped: before, they
+    // passed, and the first chunk read 2^63 - 1 bytes of a 16-byte payload).
+    wire::PushRequest wraps = header;
+    wraps.mutable_chunks(0)->set_raw_bytes(std::numeric_limits<int64_t>::max());
+    for (int64_t bytes : {std::numeric_limits<int64_t>::max(), int64_t{18}}) {
+      wire::Chunk* c = wraps.add_chunks();
+      *c = header.chunks(0);
+      c->mutable_key()->set_chunk(wraps.chunks_size() - 1);
+      c->set_raw_bytes(bytes);
+    }
+    Expect(raw_push(wraps, std::string(16, '\0')), grpc::StatusCode::INVALID_ARGUMENT,
+           "chunks declare over 2^63 payload bytes; the frame carries 16");
+  }
   Expect(raw_push(header, std::string(reinterpret_cast<const char*>(nan_at_1), 16)),
          grpc::StatusCode::INVALID_ARGUMENT, "index 1");
   wire::PushRequest with_data = GoodPush();  // data inside the header is not allowed
@@ -263,7 +329,7 @@ TEST_CASE_METHOD(BadInputFixture, "raw framing: good and malformed pushes, unkno
          "does not parse");
   Expect(cluster_.RawCall(0, "/shardps.wire.RawTensors/Nope", Bytes(""), &response),
          grpc::StatusCode::UNIMPLEMENTED, "unknown method /shardps.wire.RawTensors/Nope");
-  REQUIRE(Refused() == refused + 5);  // the unknown method is not a refused request
+  REQUIRE(Refused() == refused + 6);  // the unknown method is not a refused request
 
   REQUIRE(raw_push(header, std::string(16, '\0')).ok());  // a good raw push is accepted
   REQUIRE(StillServing());
