@@ -158,7 +158,6 @@ absl::StatusOr<int> GrpcPsClient::TableDim(uint32_t table) const {
 void GrpcPsClient::PushRowsManyAsync(int64_t step, std::vector<Rows<const float>> tables, Done done) {
   if (shut_down_) return done(absl::CancelledError("client is shut down"));
   const int servers = static_cast<int>(connections_.size());
-  const wire::DType dtype = options_.wire_dtype;
   std::vector<PlannedRows<const float>> planned;
   for (const Rows<const float>& t : tables) {
     const absl::StatusOr<int> dim = TableDim(t.table);
