@@ -106,6 +106,10 @@ struct ServerStats {
   // and installed, bytes sent, the job's servers as this one knows them,
   // and, while this server joins, the keys it still waits to be copied.
   int64_t under_replicated_keys = 0;
+  // Keys it serves whose newest version the next copy has not acknowledged
+  // yet: a pull reads the acknowledged one meanwhile (async and ssp), or
+  // waits for it (sync). 0 once replication has caught up.
+  int64_t keys_awaiting_copy = 0;
   int64_t replica_keys_sent = 0;
   int64_t replica_keys_installed = 0;
   // With --replicas > 1: pushes whose answer waited for the backup (their

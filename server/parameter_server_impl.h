@@ -175,6 +175,9 @@ class ParameterServerImpl final : public ParameterServer {
   // here: FAILED_PRECONDITION without --replicas > 1, UNAVAILABLE before Init.
   absl::Status AdmitCopies(int from, const char* what);
   int64_t UnderReplicatedKeys() const;
+  // Keys this server serves whose newest version the next copy has not
+  // acknowledged yet (ServerStats::keys_awaiting_copy).
+  int64_t KeysAwaitingCopy() const;
   // How many keys this server serves now: a worker's ssp or async step is
   // finished here once it has pushed them all (WorkerClocks). With
   // --replicas > 1 not the keys it holds (it backs some up), and more after

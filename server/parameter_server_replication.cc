@@ -318,4 +318,14 @@ int64_t ParameterServerImpl::UnderReplicatedKeys() const {
   return n;
 }
 
+int64_t ParameterServerImpl::KeysAwaitingCopy() const {
+  if (!Replicating() || !initialized_) return 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < table_->size(); ++i) {
+    const KeyState& k = table_->key(i);
+    if (CheckServing(k).ok() && GateCopy(k) >= 0 && k.replicated_version < k.version) ++n;
+  }
+  return n;
+}
+
 }  // namespace shardps

@@ -36,6 +36,7 @@ ServerStats ParameterServerImpl::Stats() {
   s.checkpoint_steps = checkpointer_.Steps();
   s.staleness = staleness_.Read();
   s.under_replicated_keys = UnderReplicatedKeys();
+  s.keys_awaiting_copy = KeysAwaitingCopy();
   s.replica_keys_sent = replica_keys_sent_;
   s.replica_keys_installed = replica_keys_installed_;
   s.push_acks_held = push_acks_held_;

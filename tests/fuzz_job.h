@@ -57,23 +57,28 @@ class FuzzJob {
   // metadata when not empty; waits at most `timeout`.
   grpc::Status Call(int s, const std::string& method, const grpc::ByteBuffer& request, absl::Duration timeout,
                     const std::string& view);
-  // What worker 0 pulls at step 0: every dense weight, then kSnapshotIds'
-  // rows. A worker whose session a fuzzed registration replaced connects
-  // afresh.
+  // What worker 0 pulls at step 0, once both backups have acknowledged
+  // every update (Settled): every dense weight, then kSnapshotIds' rows. A
+  // worker whose session a fuzzed registration replaced connects afresh.
   std::vector<float> Snapshot();
   // Rank 1 registers again with a server whose answer says its session is gone.
   void RenewSessionIfLost();
   // Both servers answer an Admin status.
   bool StillServing() const;
   // Workers 0 and 1 (real clients) push a step of ones, weights and rows,
-  // and pull the next: every call succeeds and every value moved (else
+  // and pull the next: every call succeeds and every value moves (else
   // what failed).
   absl::Status WorkerTrains();
 
  private:
   static ServerOptions Options(Mode mode);
+  // A registered real client of rank `rank`.
+  std::unique_ptr<PsClient> Worker(int rank) const;
   wire::JobView View() const;
   uint64_t RegisterRaw(int s);
+  // Waits (up to 20 s) until neither server has a key whose newest version
+  // its backup has not acknowledged; false if that never comes.
+  bool Settled();
   std::vector<float> PullAll(PsClient& worker, int64_t step, absl::Status* status);
 
   ServerOptions options_;

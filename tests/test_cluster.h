@@ -58,9 +58,14 @@ class TestCluster {
   // server and client uses `clock` (the real clock when null), which must
   // outlive the cluster.
   // With options.job.replicas > 1 each server forwards its updates to its
-  // backup over real gRPC (server/grpc_replica_link.h).
-  explicit TestCluster(const ServerOptions& options, HostOptions host = HostOptions(), Clock* clock = nullptr)
-      : options_(options), host_(host), clock_(clock != nullptr ? clock : &real_clock_) {
+  // backup over real gRPC (server/grpc_replica_link.h), and takes a backup
+  // that has not answered for `replica_failover` for failed.
+  explicit TestCluster(const ServerOptions& options, HostOptions host = HostOptions(), Clock* clock = nullptr,
+                       absl::Duration replica_failover = absl::Milliseconds(500))
+      : options_(options),
+        host_(host),
+        clock_(clock != nullptr ? clock : &real_clock_),
+        replica_failover_(replica_failover) {
     host_.address = "127.0.0.1";
     links_.resize(options.job.num_servers);
     joiners_.resize(options.job.num_servers);
@@ -199,7 +204,7 @@ class TestCluster {
     o.server_id = s;
     o.join = join;
     if (o.job.replicas > 1) {
-      links_[s] = *GrpcReplicaLink::Create(ReplicaLinkOptions{absl::Milliseconds(500)});
+      links_[s] = *GrpcReplicaLink::Create(ReplicaLinkOptions{replica_failover_});
       o.replica_link = links_[s].get();
     }
     auto core = ParameterServer::Create(o, clock_);
@@ -223,6 +228,7 @@ class TestCluster {
   mutable RealClock real_clock_;  // stateless; clients of a const cluster take it
   bool clients_on_real_clock_ = false;
   Clock* const clock_;
+  const absl::Duration replica_failover_;
   std::vector<std::unique_ptr<GrpcReplicaLink>> links_;  // before hosts_: destroyed after them
   std::vector<std::unique_ptr<PsServerHost>> hosts_;
   std::vector<std::unique_ptr<ReplicaJoiner>> joiners_;  // after hosts_: destroyed before them
