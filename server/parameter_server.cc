@@ -164,9 +164,8 @@ absl::Status ParameterServerImpl::ValidatePush(int rank, int64_t step, const std
     if (absl::Status serving = CheckServing(**k); !serving.ok()) return serving;
     absl::Status valid = ValidatePayload("gradient", c, (*k)->info.length, /*bfloat16_allowed=*/true);
     if (!valid.ok()) return valid;
-    if (c.base_version) {
-      const std::string what = absl::StrCat("the base version of key ", KeyName(c.key));
-      if (absl::Status in_range = CheckWireStep(what.c_str(), *c.base_version); !in_range.ok()) return in_range;
+    if (c.base_version && !InWireStepRange(*c.base_version)) {  // the key's name only for the error
+      return CheckWireStep(absl::StrCat("the base version of key ", KeyName(c.key)).c_str(), *c.base_version);
     }
     if (options_.job.mode == Mode::kSync) {
       absl::MutexLock lock(&(*k)->mu);
@@ -334,7 +333,7 @@ void ParameterServerImpl::CompletePull(PendingPull pull) {
       chunk.version = k.version;
       chunk.weights = k.weights;
       // Replication: only what the next copy has (DESIGN.md, "Replication").
-      if (GateCopy(k) >= 0 && k.replicated_version < k.version) {
+      if (!ReplicatedFor(k, k.version)) {
         chunk.version = k.replicated_version;
         if (k.replicated_weights != nullptr) chunk.weights = k.replicated_weights;
       }

@@ -149,7 +149,9 @@ class ParameterServerImpl final : public ParameterServer {
   // The copy whose acknowledgements pulls wait for: NextCopy, except a
   // joining one in async and ssp; -1 when none.
   int GateCopy(const KeyState& k) const;
-  // Sync: a pull of version `step` also waits for the next copy to have it.
+  // Whether the copy pulls wait for (GateCopy) has acknowledged version
+  // `step` of k, or there is none: a sync pull of `step` waits for it, and
+  // a pull in any mode reads no version past the acknowledged one.
   bool ReplicatedFor(const KeyState& k, int64_t step) const;
   // Queues every key this server serves whose next copy is `joiner`, whole
   // (the joiner has nothing yet), and sends them.

@@ -323,7 +323,7 @@ int64_t ParameterServerImpl::KeysAwaitingCopy() const {
   int64_t n = 0;
   for (size_t i = 0; i < table_->size(); ++i) {
     const KeyState& k = table_->key(i);
-    if (CheckServing(k).ok() && GateCopy(k) >= 0 && k.replicated_version < k.version) ++n;
+    if (CheckServing(k).ok() && !ReplicatedFor(k, k.version)) ++n;
   }
   return n;
 }

@@ -93,7 +93,7 @@ absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_
 }
 
 absl::Status CheckWireStep(const char* what, int64_t value) {
-  if (value >= 0 && value <= kMaxWireStep) return absl::OkStatus();
+  if (InWireStepRange(value)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(what, " is ", value, "; want 0 to 2^62"));
 }
 

@@ -35,6 +35,7 @@ absl::Status ValidatePayload(const char* what, const ChunkPayload& chunk, int64_
 // later worker at that step and the next pull at INT64_MIN
 // (tests:wire_fuzz_test found it).
 inline constexpr int64_t kMaxWireStep = int64_t{1} << 62;
+inline bool InWireStepRange(int64_t value) { return value >= 0 && value <= kMaxWireStep; }
 // INVALID_ARGUMENT "<what> is <value>; want 0 to 2^62" unless `value` is in
 // [0, kMaxWireStep].
 absl::Status CheckWireStep(const char* what, int64_t value);
