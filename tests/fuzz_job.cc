@@ -266,8 +266,7 @@ void FuzzJob::AvoidStop(Message* request) {
 std::string FuzzJob::FuzzedView(ProtoMutator& mutator) {
   static const std::vector<std::string> kViews = {"1", "0,1", "2", "0,2", "3", "1,1", "4,3", "0,0", ""};
   std::string view = kViews[mutator.Uniform(0, static_cast<int64_t>(kViews.size()) - 1)];
-  if (mutator.OneIn(3)) view = mutator.MutateBytes(std::move(view));
-  for (char& c : view) c = static_cast<char>(' ' + static_cast<unsigned char>(c) % 95);  // metadata is printable
+  if (mutator.OneIn(3)) view = ProtoMutator::Printable(mutator.MutateBytes(std::move(view)));  // as metadata is
   return view;
 }
 
@@ -276,16 +275,8 @@ grpc::Status FuzzJob::Call(int s, const std::string& method, const grpc::ByteBuf
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   if (!view.empty()) ctx.AddMetadata(kServerViewKey, view);
-  grpc::CompletionQueue cq;
   grpc::ByteBuffer response;
-  auto call = stubs_[s]->PrepareUnaryCall(&ctx, method, request, &cq);
-  call->StartCall();
-  grpc::Status status;
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  REQUIRE(cq.Next(&tag, &ok));
-  return status;
+  return GenericUnaryCall(*stubs_[s], &ctx, method, request, &response);
 }
 
 std::vector<float> FuzzJob::PullAll(PsClient& worker, int64_t step, absl::Status* status) {

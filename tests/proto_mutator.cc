@@ -111,9 +111,7 @@ void ProtoMutator::SetScalar(Message* m, const Field* f, int index) {
     case Field::CPPTYPE_STRING: {
       std::string now = add ? "" : (f->is_repeated() ? r->GetRepeatedString(*m, f, index) : r->GetString(*m, f));
       std::string next = MutateBytes(std::move(now));
-      if (f->type() == Field::TYPE_STRING) {  // proto3 strings are UTF-8: kept printable
-        for (char& c : next) c = static_cast<char>(' ' + static_cast<unsigned char>(c) % 95);
-      }
+      if (f->type() == Field::TYPE_STRING) next = Printable(std::move(next));  // proto3 strings are UTF-8
       SHARDPS_SET(String, std::move(next));
       break;
     }
@@ -159,6 +157,14 @@ double ProtoMutator::Real() {
     case 6: return 1e-40;  // a float denormal
     default: return static_cast<double>(Uniform(-1000, 1000)) / 16;
   }
+}
+
+std::string ProtoMutator::Printable(std::string bytes) {
+  for (char& c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < ' ' || u > '~') c = static_cast<char>(' ' + u % 95);  // printable bytes stay as they are
+  }
+  return bytes;
 }
 
 std::string ProtoMutator::RandomBytes(size_t n) {

@@ -27,6 +27,9 @@ class ProtoMutator {
   // `bytes` with one change: a byte flipped, the end cut, random bytes
   // appended or inserted, or all of it replaced.
   std::string MutateBytes(std::string bytes);
+  // Each byte that is not printable ASCII mapped onto one that is: for
+  // proto3 strings (UTF-8) and metadata values.
+  static std::string Printable(std::string bytes);
   // A uniform integer in [lo, hi].
   int64_t Uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
   bool OneIn(int n) { return Uniform(1, n) == 1; }

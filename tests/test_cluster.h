@@ -30,6 +30,21 @@
 
 namespace shardps::testing {
 
+// One unary call of `method` through gRPC's generic stub, with `ctx` as
+// the caller set it up (deadline, metadata), waited for on this thread.
+inline grpc::Status GenericUnaryCall(grpc::GenericStub& stub, grpc::ClientContext* ctx, const std::string& method,
+                                     const grpc::ByteBuffer& request, grpc::ByteBuffer* response) {
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(ctx, method, request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(response, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  if (!cq.Next(&tag, &ok)) throw std::runtime_error("GenericUnaryCall: the completion queue shut down");
+  return status;
+}
+
 // Two tensors cut into 16-byte chunks (4 floats), so both servers own keys.
 inline Layout SmallLayout() { return Layout{{{"w", {3, 5}}, {"b", {5}}}}; }
 inline constexpr int64_t kSmallPartitionBytes = 16;
@@ -165,15 +180,8 @@ class TestCluster {
                        grpc::ByteBuffer* response = nullptr, std::string* incarnation = nullptr) const {
     grpc::GenericStub stub(grpc::CreateChannel(Addresses()[s], grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
-    grpc::CompletionQueue cq;
     grpc::ByteBuffer ignored;
-    auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
-    call->StartCall();
-    grpc::Status status;
-    call->Finish(response != nullptr ? response : &ignored, &status, reinterpret_cast<void*>(1));
-    void* tag;
-    bool ok;
-    if (!cq.Next(&tag, &ok)) throw std::runtime_error("RawCall: the completion queue shut down");
+    const grpc::Status status = GenericUnaryCall(stub, &ctx, method, request, response != nullptr ? response : &ignored);
     if (incarnation != nullptr) {
       const auto& trailing = ctx.GetServerTrailingMetadata();
       auto it = trailing.find(kIncarnationKey);
