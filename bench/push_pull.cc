@@ -29,12 +29,15 @@
 #include "absl/time/clock.h"
 #include "bench/machine_cpu.h"
 #include "bench/baselines.h"
+#include "common/job_view.h"
 #include "common/malloc_tuning.h"
 #include "common/mutex_tuning.h"
 #include "common/wire_dtype.h"
 #include "client/ps_client.h"
 
-ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of the servers (an async job of --clients workers).");
+ABSL_FLAG(std::string, servers, "", "Comma-separated host:port of the servers (a job of --clients workers).");
+ABSL_FLAG(std::string, mode, "async",
+          "The servers' --mode: async, or sync (each round a step: every client's push summed, then pulled).");
 ABSL_FLAG(int, clients, 1, "Client threads, one worker rank each; must equal the servers' --num_workers.");
 ABSL_FLAG(std::string, sizes_mb, "4,16,64", "Tensor sizes in MB (10^6 bytes, rounded to floats).");
 ABSL_FLAG(int, tensors, 1,
@@ -80,12 +83,15 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes() {
 // laid end to end in `grads` and `out`. With one tensor, a push then a
 // pull; with several, each tensor's pull leaves when its own push is
 // answered, all tensors at once. `pushed` is when the last push was answered.
-absl::Status Round(PsClient& client, int64_t step, uint32_t first, int count, const float* grads, float* out,
-                   int64_t per_tensor, absl::Time& pushed) {
+// In sync the pull is of step + 1, the version the step's summed pushes
+// make; in async of `step`, which any version answers.
+absl::Status Round(PsClient& client, Mode mode, int64_t step, uint32_t first, int count, const float* grads,
+                   float* out, int64_t per_tensor, absl::Time& pushed) {
+  const int64_t pull_step = mode == Mode::kSync ? step + 1 : step;
   if (count == 1) {
     absl::Status s = client.Push(step, {{first, grads}});
     pushed = absl::Now();
-    return s.ok() ? client.Pull(step, {{first, out}}) : s;
+    return s.ok() ? client.Pull(pull_step, {{first, out}}) : s;
   }
   absl::Mutex mu;
   absl::Status first_error;
@@ -102,7 +108,7 @@ absl::Status Round(PsClient& client, int64_t step, uint32_t first, int count, co
     client.PushAsync(step, {{tensor, grads + t * per_tensor}}, [&, tensor, into](absl::Status s) {
       record(s, pushes_left, &pushed);
       if (!s.ok()) return record(s, pulls_left, nullptr);
-      client.PullAsync(step, {{tensor, into}}, [&](absl::Status p) { record(p, pulls_left, nullptr); });
+      client.PullAsync(pull_step, {{tensor, into}}, [&](absl::Status p) { record(p, pulls_left, nullptr); });
     });
   }
   absl::MutexLock lock(&mu);
@@ -148,8 +154,8 @@ absl::Status MeasureSize(int rank, size_t i, int64_t floats, int tensors, int bl
         if (r == std::max(first, warmup)) before = SampleMachineCpu();
         const absl::Time t0 = absl::Now();
         absl::Time pushed;
-        absl::Status s = Round(*clients[j], r, static_cast<uint32_t>(i * tensors), tensors, grads.data(), out.data(),
-                               per_tensor, pushed);
+        absl::Status s = Round(*clients[j], jobs[j].options.job.mode, r, static_cast<uint32_t>(i * tensors), tensors,
+                               grads.data(), out.data(), per_tensor, pushed);
         if (!s.ok()) return s;
         if (r < warmup) continue;
         ms[j].push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
@@ -269,7 +275,10 @@ absl::StatusOr<ClientOptions> BaseOptions(const std::vector<int64_t>& sizes, int
   ClientOptions base;
   base.servers = absl::StrSplit(absl::GetFlag(FLAGS_servers), ',', absl::SkipEmpty());
   if (base.servers.empty()) return absl::InvalidArgumentError("--servers is empty");
-  base.job.mode = Mode::kAsync;
+  absl::StatusOr<Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return mode.status();
+  if (*mode == Mode::kSsp) return absl::InvalidArgumentError("--mode: async or sync (ssp rounds would time staleness)");
+  base.job.mode = *mode;
   base.job.num_servers = static_cast<int>(base.servers.size());
   base.job.num_workers = absl::GetFlag(FLAGS_clients);
   base.job.partition_bytes = absl::GetFlag(FLAGS_partition_bytes);
