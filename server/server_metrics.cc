@@ -146,6 +146,10 @@ class StatsCollectable final : public prometheus::Collectable {
         Family("shardps_under_replicated_keys",
                "Keys this server serves with fewer copies than --replicas (their next copy failed, or is joining and not yet filled).", T::Gauge,
                static_cast<double>(s.under_replicated_keys), id),
+        Family("shardps_keys_awaiting_copy",
+               "Keys this server serves whose newest version their next copy has not acknowledged yet (0 once "
+               "replication has caught up; pulls read or wait for the acknowledged one).",
+               T::Gauge, static_cast<double>(s.keys_awaiting_copy), id),
         Family("shardps_replica_keys_sent_total", "Updated keys forwarded to their next copy.", T::Counter,
                static_cast<double>(s.replica_keys_sent), id),
         Family("shardps_replica_bytes_sent_total", "Bytes of weights and slots forwarded to next copies.",

@@ -12,6 +12,9 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/metrics_http.h"
+#include "server/server_metrics.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -112,6 +115,7 @@ class Server0 {
   }
   ParameterServer& core() { return *core_; }
   HandLink& link() { return link_; }
+  int64_t served_keys() const { return static_cast<int64_t>(map_.ChunksOfServer(0).size()); }
 
  private:
   absl::string_view Floats(int64_t n, float v) {
@@ -178,6 +182,29 @@ TEST_CASE("sync replicated: a push is acknowledged once the backup holds the ste
     REQUIRE(step2.has_value());
     CHECK(step2->status().code() == absl::StatusCode::kUnavailable);
   }
+}
+
+TEST_CASE("replicated: the keys awaiting their copy are counted until the backup acknowledges them, and exported",
+          "[replication]") {
+  Server0 s(Mode::kSync);
+  auto metrics = MetricsEndpoint::Start("127.0.0.1:0", &s.core());
+  REQUIRE(metrics.ok());
+  const auto exported = [&] {
+    const std::string page = ScrapeLoopbackMetrics((*metrics)->port());
+    const size_t at = page.find("shardps_keys_awaiting_copy{server=\"0\"} ");
+    return at == std::string::npos ? std::string("absent") : page.substr(at, page.find('\n', at) - at);
+  };
+  const std::string line = "shardps_keys_awaiting_copy{server=\"0\"} ";
+  CHECK(s.core().Stats().keys_awaiting_copy == 0);  // after Init every copy holds version 0
+  CHECK(exported() == line + "0");
+  std::optional<Outcomes> step0;
+  s.Push(0, &step0);  // version 1 of every key server 0 serves; its copy not answered yet
+  REQUIRE(AllApplied(step0));
+  CHECK(s.core().Stats().keys_awaiting_copy == s.served_keys());
+  CHECK(exported() == absl::StrCat(line, s.served_keys()));
+  REQUIRE(s.link().AnswerOldest());
+  CHECK(s.core().Stats().keys_awaiting_copy == 0);
+  CHECK(exported() == line + "0");
 }
 
 TEST_CASE("sync replicated: a push of rows is acknowledged once the table's copy holds the steps before it",
