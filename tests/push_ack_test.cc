@@ -189,12 +189,12 @@ TEST_CASE("replicated: the keys awaiting their copy are counted until the backup
   Server0 s(Mode::kSync);
   auto metrics = MetricsEndpoint::Start("127.0.0.1:0", &s.core());
   REQUIRE(metrics.ok());
-  const auto exported = [&] {
+  const std::string line = "shardps_keys_awaiting_copy{server=\"0\"} ";
+  const auto exported = [&] {  // the metric's line on the page, or "absent"
     const std::string page = ScrapeLoopbackMetrics((*metrics)->port());
-    const size_t at = page.find("shardps_keys_awaiting_copy{server=\"0\"} ");
+    const size_t at = page.find(line);
     return at == std::string::npos ? std::string("absent") : page.substr(at, page.find('\n', at) - at);
   };
-  const std::string line = "shardps_keys_awaiting_copy{server=\"0\"} ";
   CHECK(s.core().Stats().keys_awaiting_copy == 0);  // after Init every copy holds version 0
   CHECK(exported() == line + "0");
   std::optional<Outcomes> step0;
