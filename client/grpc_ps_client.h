@@ -98,9 +98,10 @@ class GrpcPsClient final : public PsClient {
   absl::StatusOr<std::vector<ServerJoinView>> RegisterWith(const std::vector<int>& servers,
                                                            std::optional<ResumeAt> resume);
   absl::Status RewindAll(const JoinPlan& plan);
-  CallSpec TransferSpec(const char* what, absl::Duration timeout) const {
+  CallSpec TransferSpec(const char* what, absl::Duration timeout, Lane lane) const {
     CallSpec spec{what, timeout, options_.job.mode == Mode::kAsync ? OnAbort::kRegisterAgain : OnAbort::kRejoin};
     spec.fails_over = true;
+    spec.lane = lane;
     return spec;
   }
   // Sends the pushes the push queue starts together (its ids in

@@ -247,8 +247,7 @@ absl::Status GrpcPsClient::PlanPushes(int64_t step, int s, const std::vector<Pla
 void GrpcPsClient::SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shared_ptr<Fanout> fanout,
                             std::function<void()> finished) {
   auto resp = std::make_shared<grpc::ByteBuffer>();
-  CallSpec spec = TransferSpec("push of rows", options_.push_timeout);
-  spec.lane = Lane::kPushes;
+  CallSpec spec = TransferSpec("push of rows", options_.push_timeout, Lane::kPushes);
   // The server whose stub the last attempt took: the one that acknowledged it.
   auto answered_by = std::make_shared<std::atomic<int>>(s);
   connections_[s]->Call(
@@ -364,7 +363,7 @@ void GrpcPsClient::SendRowsPull(int s, std::shared_ptr<wire::PullRowsRequest> re
                                 std::function<void()> finished) {
   auto resp = std::make_shared<grpc::ByteBuffer>();
   connections_[s]->Call(
-      TransferSpec("pull of rows", options_.pull_timeout),
+      TransferSpec("pull of rows", options_.pull_timeout, Lane::kFetches),
       [req, resp](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
         req->set_session_id(session);
         auto request = std::make_shared<grpc::ByteBuffer>(MessageBuffer(*req));

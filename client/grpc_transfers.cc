@@ -174,8 +174,7 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
                             std::shared_ptr<Fanout> fanout) {
   const absl::Time sent = absl::Now();
   auto resp = std::make_shared<grpc::ByteBuffer>();
-  CallSpec spec = TransferSpec("push", options_.push_timeout);
-  spec.lane = Lane::kPushes;
+  CallSpec spec = TransferSpec("push", options_.push_timeout, Lane::kPushes);
   // The server whose stub the last attempt took: the one that acknowledged it.
   auto answered_by = std::make_shared<std::atomic<int>>(req->server);
   ServerConnection::Attempt attempt = [inner = RawPushAttempt(req, resp), answered_by](
@@ -292,7 +291,7 @@ void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, 
   auto resp = std::make_shared<grpc::ByteBuffer>();
   const absl::Time sent = absl::Now();
   connections_[part->server]->Call(
-      TransferSpec("pull", options_.pull_timeout), RawPullAttempt(std::move(await), resp),
+      TransferSpec("pull", options_.pull_timeout, Lane::kOthers), RawPullAttempt(std::move(await), resp),
       [this, step, part, sent, fanout, ticket](absl::Status st) mutable {
         if (!st.ok()) {
           pull_queue_.Cancel(ticket);
@@ -317,7 +316,7 @@ void GrpcPsClient::SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, 
   auto resp = std::make_shared<grpc::ByteBuffer>();
   ServerConnection* connection = connections_[part->server].get();
   connection->Call(
-      TransferSpec("pull", options_.pull_timeout), RawPullAttempt(part->request, resp),
+      TransferSpec("pull", options_.pull_timeout, Lane::kFetches), RawPullAttempt(part->request, resp),
       [this, connection, part, resp, queued, sent, finished = std::move(finished),
        fanout = std::move(fanout)](absl::Status st) {
         if (st.ok()) {

@@ -65,10 +65,15 @@ enum class OnAbort {
 // the rest, so that no pull request waits in a connection behind push bytes
 // and no push's acknowledgement waits behind weights on their way back
 // (README, "Scaling": async at N = 8 0.81-0.82 -> 0.84-0.85, and 0.87 ->
-// 0.90 with pull_with_push). With one, all share it.
+// 0.90 with pull_with_push). With one, all share it. Fetches and the other
+// calls take turns over the shared channels each in their own rotation, so
+// that the weights spread over all of them whatever else is called between
+// two fetches (a sync pull is an await then a fetch: in one rotation every
+// fetch took the same channel and the awaits the other).
 enum class Lane {
-  kPushes,  // bulk bytes to the server
-  kOthers,  // pulls, awaits, registrations, heartbeats, ...
+  kPushes,   // bulk bytes to the server
+  kFetches,  // bulk bytes back: pulls that carry weights or rows
+  kOthers,   // awaits, registrations, heartbeats, ...
 };
 
 struct CallSpec {
@@ -252,7 +257,7 @@ class ServerConnection {
   // no call holds their channels (ReplaceStubs, CloseIdleRetired).
   std::vector<std::shared_ptr<Stub>> retired_ ABSL_GUARDED_BY(stubs_mu_);
 
-  std::atomic<size_t> next_stub_{0};
+  std::atomic<size_t> next_fetch_stub_{0}, next_other_stub_{0};
   std::atomic<uint64_t> incarnation_{0};
   std::atomic<int64_t> retries_{0}, registrations_{0};
 

@@ -45,7 +45,8 @@ std::shared_ptr<Stub> ServerConnection::StubFor(Lane lane) {
   absl::MutexLock lock(&stubs_mu_);
   const size_t n = stubs_.size();
   if (n == 1 || lane == Lane::kPushes) return stubs_[0];
-  return stubs_[1 + next_stub_.fetch_add(1) % (n - 1)];
+  std::atomic<size_t>& next = lane == Lane::kFetches ? next_fetch_stub_ : next_other_stub_;
+  return stubs_[1 + next.fetch_add(1) % (n - 1)];
 }
 
 std::string ServerConnection::address() const {
