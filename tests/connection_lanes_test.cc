@@ -3,13 +3,15 @@
 // the others; with one channel all share it. Seen from the server, over real
 // gRPC on loopback: its trace names the peer (address and port, so the
 // connection) that each push came from and each pull was answered to.
+// Fetches take turns over the others in a rotation of their own, so their
+// answers spread evenly whatever awaits and heartbeats come between.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <map>
 #include <regex>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "common/trace.h"
 #include "tests/test_cluster.h"
