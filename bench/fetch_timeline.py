@@ -19,12 +19,13 @@ per run (DIR/<mode>-n<N>/trace.json). Per worker:
 """
 import json
 import sys
+from collections import defaultdict
 
 
-def spans(events, pid):
-    """(category, step, bytes, begin ms, end ms) of the worker's async events."""
+def spans(events):
+    """(category, step, bytes, begin ms, end ms) of one process's async events."""
     open_, out = {}, []
-    for e in sorted((e for e in events if e.get("pid") == pid and e.get("ph") in "be"), key=lambda e: e["ts"]):
+    for e in sorted((e for e in events if e.get("ph") in "be"), key=lambda e: e["ts"]):
         key = (e.get("cat"), e.get("id"))
         if e["ph"] == "b":
             open_[key] = e
@@ -35,18 +36,19 @@ def spans(events, pid):
     return out
 
 
-def worker_row(events, pid):
-    marks = [e for e in events if e.get("pid") == pid and e.get("ph") == "X"]
+def worker_row(events):
+    """The row of one worker, from its own events; None without forward or step marks."""
+    marks = [e for e in events if e.get("ph") == "X"]
     fw = sorted((e for e in marks if e["name"].startswith("forward")), key=lambda e: e["ts"])
     if not fw:
         return None
     fw0, fw_end = fw[0]["ts"] / 1e3, (fw[-1]["ts"] + fw[-1]["dur"]) / 1e3
     bw = [e for e in marks if e["name"].startswith("backward") and e["ts"] / 1e3 >= fw_end]
     bw_end = max(((e["ts"] + e["dur"]) / 1e3 for e in bw), default=fw_end)
-    ss = spans(events, pid)
     this_step = fw[0].get("args", {}).get("step")  # the forward pass's weights; the next step's come during backward
     if this_step is None:
         return None
+    ss = spans(events)
     pulls = [s for s in ss if s[0] == "pull" and s[1] == this_step]
     row = {
         "forward_span": fw_end - fw0,
@@ -75,13 +77,16 @@ def main():
         sys.exit(f"fetch_timeline: cannot read a trace from {path}: {e}")
     events = data["traceEvents"] if isinstance(data, dict) else data
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    by_pid = defaultdict(list)  # each process's events, read once
+    for e in events:
+        by_pid[e.get("pid")].append(e)
     rows = []
     print(f"{'worker':>8} {'forward ms':>11} {'compute':>8} {'MB':>6} {'next MB ahead':>14} "
           f"{'ready, unfetched':>17} {'KB in flight':>13}")
     for pid, name in sorted(names.items(), key=lambda x: x[1]):
         if "worker" not in name:
             continue
-        row = worker_row(events, pid)
+        row = worker_row(by_pid[pid])
         if row is None:
             continue
         rows.append(row)

@@ -4,8 +4,9 @@
 # script reads the one step of each that merge_traces keeps. Every worker has
 # a row; a forward pass spans its compute at least; with one worker the whole
 # layout (10.2 MB) of the next step is fetched during backward, with two some
-# of it and never more (on loopback nothing holds a ready key back for long). A missing or
-# broken trace, and one with no worker, are refused with a one-line error.
+# of it and never more (on loopback nothing holds a ready key back for long).
+# A missing or broken trace, and one with no worker, are refused with a
+# one-line error.
 # Prints a Catch2-style summary line.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
