@@ -17,7 +17,8 @@ most urgent transfer (the schedule). alpha = 0 is schedule_bound's "sender" (rin
 its "priority" once all hosts are alike), alpha = 1 its "fair". alpha is fitted by least squares on
 the float32 points where the machine was under 60% busy: N = 2-8 on the 2-core VM, N = 16 and 32 on
 16 cores (bench/results/scaling_16_cores.txt); the VM's CPU-bound points are shown, not fitted, and
-the bfloat16 points (half the bytes) check the model out of sample. --resnet_ms and --bert_ms:
+the bfloat16 points (half the bytes) check the model out of sample, as do the runs with TCP's minimum
+timeout scaled with the emulation (N = 16 at x40 and x80, N = 32 at x160; RTO_SCALED). --resnet_ms and --bert_ms:
 forward+backward per step (defaults measured on an H200, docs/scaling_model.md).
 
   python3 bench/scaling_model.py [--out=bench/results] [--resnet_ms=18] [--bert_ms=74]
@@ -52,6 +53,11 @@ MEASURED = [("scaling_netns_scaled_chunks.csv", 100, 1900, "x10", 4),
 # label after "## ", as (link Mbit/s, compute ms, label, wire bytes per value).
 SIXTEEN_CORES = ("scaling_16_cores.txt", {"x10": (100, 1900, "x10", 4), "x20": (50, 3800, "x20", 4),
                                           "x10, bfloat16 on the wire": (100, 1900, "x10", 2)})
+# N = 16 and 32 with TCP's minimum retransmission timeout scaled with the emulation (x20-x160, 2-core VM):
+# an out-of-sample check, not fitted (the calibration's points ran with the kernel's 200 ms).
+# Only runs with the machine at most "about 60%" busy (x40 N = 16 ran at 60-61%) count.
+RTO_SCALED = "scaling_n16_n32_rto_scaled.csv"
+RTO_SCALED_CPU_PCT = 61
 NS = [8, 16, 32, 64, 128, 256]
 LINKS_GBIT = [10, 25]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
@@ -215,13 +221,30 @@ def read_sixteen_cores(results):
     return [p for p in points if p is not None]
 
 
+def read_rto_scaled(results):
+    """The sync rows of RTO_SCALED with the scaled timeout (not its "kernel" rows), as check points;
+    the scale k from the compute (190 ms x k) gives the link (1000 / k Mbit/s)."""
+    with open(os.path.join(results, RTO_SCALED)) as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    points = []
+    for row in rows:
+        if row["mode"] != "sync" or "kernel" in row["variant"]:
+            continue
+        k = round(float(row["compute_ms"]) / 190)
+        where = (1000 / k, 190 * k, f"x{k}", 2 if row["variant"].endswith("bf16") else 4)
+        p = row_point(row, where, 2)
+        if p is not None and p["cpu"] <= RTO_SCALED_CPU_PCT:
+            points.append(dict(p, calibration=False, timers="scaled"))
+    return points
+
+
 def read_measured(results):
     points = []
     for name, mbit, ms, label, value_bytes in MEASURED:
         with open(os.path.join(results, name)) as f:
             points += [row_point(row, (mbit, ms, label, value_bytes), 2) for row in csv.DictReader(f)
                        if row["mode"] == "sync"]
-    points = [p for p in points if p is not None] + read_sixteen_cores(results)
+    points = [p for p in points if p is not None] + read_sixteen_cores(results) + read_rto_scaled(results)
     return sorted(points, key=lambda p: (p["value_bytes"] != 4, p["n"], p["mbit"], p["cores"]))
 
 
@@ -248,6 +271,8 @@ def fit_both(cal, steps):
 
 
 def kind(p):
+    if p.get("timers") == "scaled":
+        return "TCP's timeout scaled: check, not fitted"
     if p["value_bytes"] == 2:
         return "bfloat16: check, not fitted"
     return "calibration" if p["calibration"] else "CPU-bound, not fitted"
@@ -281,7 +306,8 @@ def calibrate(points, steps):
               f"{p['mbit']:>4} Mb/s {p['ms']:>5} ms {p['measured']:>9.3f} {p['model']:>6.3f} "
               f"{p['model'] - p['measured']:>+7.3f} {p['small']:>8.3f} {p['sender']:>7.3f} {p['fair']:>6.3f} "
               f"{p['cpu']:>11.0f}%  {kind(p)}")
-    for label in ("calibration", "CPU-bound, not fitted", "bfloat16: check, not fitted"):
+    for label in ("calibration", "CPU-bound, not fitted", "bfloat16: check, not fitted",
+                  "TCP's timeout scaled: check, not fitted"):
         e = [p["model"] - p["measured"] for p in points if kind(p) == label]
         print(f"   {label}: mean error {sum(e) / len(e):+.4f}, largest {max(e, key=abs):+.4f}")
     print()
@@ -340,19 +366,20 @@ def write_csv(path, points, curve, rows):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["section", "layout", "link_mbit", "compute_ms", "workers", "policy", "model",
-                    "measured", "error", "machine_cpu_pct", "calibration_point", "wire_dtype", "machine_cores"])
+                    "measured", "error", "machine_cpu_pct", "calibration_point", "wire_dtype", "machine_cores",
+                    "tcp_min_timeout"])
         for p in points:
             w.writerow(["measured", "resnet50/10", p["mbit"], p["ms"], p["n"], "calibrated",
                         f"{p['model']:.4f}", p["measured"], f"{p['model'] - p['measured']:+.4f}",
                         f"{p['cpu']:.0f}", int(p["calibration"]), "bfloat16" if p["value_bytes"] == 2 else "float32",
-                        p["cores"]])
+                        p["cores"], "scaled" if p.get("timers") == "scaled" else "kernel"])
         for n, policy, e in curve:
             w.writerow(["emulated_model", "resnet50/10", 100, 1900, n, policy, f"{e:.4f}", "", "", "", "",
-                        "bfloat16" if policy.endswith("bfloat16") else "float32", ""])
+                        "bfloat16" if policy.endswith("bfloat16") else "float32", "", ""])
         for r in rows:
             w.writerow(["prediction" if r["factor"] else "break_even", r["layout"], r["gbit"] * 1000,
                         f"{r['ms']:.4g}", r["n"], r["policy"],
-                        f"{r['efficiency']:.4f}", "", "", "", "", "float32", ""])
+                        f"{r['efficiency']:.4f}", "", "", "", "", "float32", "", ""])
 
 
 def plot(path, points, curve, rows):
@@ -370,14 +397,20 @@ def plot(path, points, curve, rows):
     groups = [(lab, cores, vb, cal) for vb in (4, 2) for cores in (2, 16) for lab in ("x10", "x20", "x40")
               for cal in (True, False)]
     for i, (lab, cores, vb, cal) in enumerate(groups):
-        pts = [(p["n"], p["measured"]) for p in points
-               if (p["label"], p["cores"], p["value_bytes"], p["calibration"]) == (lab, cores, vb, cal)]
+        pts = [(p["n"], p["measured"]) for p in points if "timers" not in p and
+               (p["label"], p["cores"], p["value_bytes"], p["calibration"]) == (lab, cores, vb, cal)]
         if pts:
             shape = 9 if vb == 2 else (5 if cores == 16 else (7 if cal else 6))
             colour = "#ff7f0e" if vb == 2 else COLOURS[("x10", "x20", "x40").index(lab)]
             data.append(block(f"m{i}", pts))
             left.append(f"$m{i} with points pt {shape} ps 1.4 lc rgb '{colour}' title 'measured {lab}, "
                         f"{'bfloat16, ' if vb == 2 else ''}{cores} cores{'' if cal or vb == 2 else ', CPU-bound'}'")
+    for vb in (4, 2):  # TCP's timeout scaled with the emulation
+        pts = [(p["n"], p["measured"]) for p in points if "timers" in p and p["value_bytes"] == vb]
+        if pts:
+            data.append(block(f"t{vb}", pts))
+            left.append(f"$t{vb} with points pt 13 ps 1.4 lc rgb '{'#ff7f0e' if vb == 2 else '#8c564b'}' "
+                        f"title 'measured x40-x160, {'bfloat16, ' if vb == 2 else ''}TCP timeout scaled, 2 cores'")
     for i, (lay, g) in enumerate((lay, g) for lay, _ in LAYOUTS for g in LINKS_GBIT):
         for pol, dt in (("calibrated", 1), ("fair", 2)):
             data.append(block(f"p{i}{dt}", [(r["n"], r["efficiency"]) for r in rows if r["factor"] == 1 and
