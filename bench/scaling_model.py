@@ -186,20 +186,21 @@ def reduction_check():
     print()
 
 
-def point(n, measured, cpu, where, cores):
+def point(n, measured, cpu, where, cores, timers="kernel"):
     """A measured point of N > 1 workers (None for N = 1, the baseline); float32 ones under
-    CPU_BOUND_PCT machine CPU calibrate, bfloat16 ones check."""
+    CPU_BOUND_PCT machine CPU with the kernel's TCP timers calibrate, the others check."""
     if int(n) <= 1:
         return None
     mbit, ms, label, value_bytes = where
     cpu = float(cpu)
     return dict(n=int(n), mbit=mbit, ms=ms, label=label, value_bytes=value_bytes, cores=cores, cpu=cpu,
-                measured=float(measured), calibration=value_bytes == 4 and cpu < CPU_BOUND_PCT)
+                measured=float(measured), timers=timers,
+                calibration=value_bytes == 4 and cpu < CPU_BOUND_PCT and timers == "kernel")
 
 
-def row_point(row, where, cores):
+def row_point(row, where, cores, timers="kernel"):
     """point() of a bench/scaling csv row (a dict by its header)."""
-    return point(row["workers"], row["efficiency"], row["machine_cpu_pct"], where, cores)
+    return point(row["workers"], row["efficiency"], row["machine_cpu_pct"], where, cores, timers)
 
 
 def read_sixteen_cores(results):
@@ -232,9 +233,9 @@ def read_rto_scaled(results):
             continue
         k = round(float(row["compute_ms"]) / 190)
         where = (1000 / k, 190 * k, f"x{k}", 2 if row["variant"].endswith("bf16") else 4)
-        p = row_point(row, where, 2)
+        p = row_point(row, where, 2, timers="scaled")
         if p is not None and p["cpu"] <= RTO_SCALED_CPU_PCT:
-            points.append(dict(p, calibration=False, timers="scaled"))
+            points.append(p)
     return points
 
 
@@ -270,12 +271,15 @@ def fit_both(cal, steps):
     return min(fits)
 
 
+KINDS = ("calibration", "CPU-bound, not fitted", "bfloat16: check, not fitted", "TCP's timeout scaled: check, not fitted")
+
+
 def kind(p):
-    if p.get("timers") == "scaled":
-        return "TCP's timeout scaled: check, not fitted"
+    if p["timers"] == "scaled":
+        return KINDS[3]
     if p["value_bytes"] == 2:
-        return "bfloat16: check, not fitted"
-    return "calibration" if p["calibration"] else "CPU-bound, not fitted"
+        return KINDS[2]
+    return KINDS[0] if p["calibration"] else KINDS[1]
 
 
 def calibrate(points, steps):
@@ -306,8 +310,7 @@ def calibrate(points, steps):
               f"{p['mbit']:>4} Mb/s {p['ms']:>5} ms {p['measured']:>9.3f} {p['model']:>6.3f} "
               f"{p['model'] - p['measured']:>+7.3f} {p['small']:>8.3f} {p['sender']:>7.3f} {p['fair']:>6.3f} "
               f"{p['cpu']:>11.0f}%  {kind(p)}")
-    for label in ("calibration", "CPU-bound, not fitted", "bfloat16: check, not fitted",
-                  "TCP's timeout scaled: check, not fitted"):
+    for label in KINDS:
         e = [p["model"] - p["measured"] for p in points if kind(p) == label]
         print(f"   {label}: mean error {sum(e) / len(e):+.4f}, largest {max(e, key=abs):+.4f}")
     print()
@@ -372,7 +375,7 @@ def write_csv(path, points, curve, rows):
             w.writerow(["measured", "resnet50/10", p["mbit"], p["ms"], p["n"], "calibrated",
                         f"{p['model']:.4f}", p["measured"], f"{p['model'] - p['measured']:+.4f}",
                         f"{p['cpu']:.0f}", int(p["calibration"]), "bfloat16" if p["value_bytes"] == 2 else "float32",
-                        p["cores"], "scaled" if p.get("timers") == "scaled" else "kernel"])
+                        p["cores"], p["timers"]])
         for n, policy, e in curve:
             w.writerow(["emulated_model", "resnet50/10", 100, 1900, n, policy, f"{e:.4f}", "", "", "", "",
                         "bfloat16" if policy.endswith("bfloat16") else "float32", "", ""])
@@ -397,7 +400,7 @@ def plot(path, points, curve, rows):
     groups = [(lab, cores, vb, cal) for vb in (4, 2) for cores in (2, 16) for lab in ("x10", "x20", "x40")
               for cal in (True, False)]
     for i, (lab, cores, vb, cal) in enumerate(groups):
-        pts = [(p["n"], p["measured"]) for p in points if "timers" not in p and
+        pts = [(p["n"], p["measured"]) for p in points if p["timers"] == "kernel" and
                (p["label"], p["cores"], p["value_bytes"], p["calibration"]) == (lab, cores, vb, cal)]
         if pts:
             shape = 9 if vb == 2 else (5 if cores == 16 else (7 if cal else 6))
@@ -406,7 +409,7 @@ def plot(path, points, curve, rows):
             left.append(f"$m{i} with points pt {shape} ps 1.4 lc rgb '{colour}' title 'measured {lab}, "
                         f"{'bfloat16, ' if vb == 2 else ''}{cores} cores{'' if cal or vb == 2 else ', CPU-bound'}'")
     for vb in (4, 2):  # TCP's timeout scaled with the emulation
-        pts = [(p["n"], p["measured"]) for p in points if "timers" in p and p["value_bytes"] == vb]
+        pts = [(p["n"], p["measured"]) for p in points if p["timers"] == "scaled" and p["value_bytes"] == vb]
         if pts:
             data.append(block(f"t{vb}", pts))
             left.append(f"$t{vb} with points pt 13 ps 1.4 lc rgb '{'#ff7f0e' if vb == 2 else '#8c564b'}' "

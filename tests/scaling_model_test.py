@@ -39,11 +39,11 @@ check(sixteen == want, "the 16-core file gives its 5 cluster points, as measured
 # The runs with TCP's timeout scaled check the model and never calibrate it: the scaled rows the
 # machine ran at most 61% busy, not the kernel's-timeout rows, each at its own scale's link.
 scaled = sorted((p["n"], p["label"], p["value_bytes"], p["mbit"], p["ms"], p["measured"])
-                for p in points if p.get("timers") == "scaled")
+                for p in points if p["timers"] == "scaled")
 want = sorted([(16, "x40", 4, 25.0, 7600, 0.890), (16, "x40", 4, 25.0, 7600, 0.892), (16, "x40", 2, 25.0, 7600, 0.976),
                (16, "x80", 4, 12.5, 15200, 0.890), (32, "x160", 4, 6.25, 30400, 0.799)])
 check(scaled == want, "the scaled-timeout file gives its 5 points under the CPU rule, at their scales' links", scaled)
-check(all(not p["calibration"] and m.kind(p).startswith("TCP") for p in points if p.get("timers") == "scaled"),
+check(all(not p["calibration"] and m.kind(p).startswith("TCP") for p in points if p["timers"] == "scaled"),
       "a scaled-timeout point is a check, not fitted")
 
 # A file laid out otherwise: bfloat16 first, a note line inside a section, a row kept only in a
