@@ -25,7 +25,7 @@ from collections import defaultdict
 def spans(events):
     """(category, step, bytes, begin ms, end ms) of one process's async events."""
     open_, out = {}, []
-    for e in sorted((e for e in events if e.get("ph") in "be"), key=lambda e: e["ts"]):
+    for e in sorted((e for e in events if e.get("ph") in ("b", "e")), key=lambda e: e["ts"]):
         key = (e.get("cat"), e.get("id"))
         if e["ph"] == "b":
             open_[key] = e
@@ -66,6 +66,20 @@ def worker_row(events):
     return row
 
 
+def worker_rows(events):
+    """(worker name, row) of every worker with forward marks in the trace's events, by name."""
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    by_pid = defaultdict(list)  # each process's events, read once
+    for e in events:
+        by_pid[e.get("pid")].append(e)
+    rows = []
+    for pid, name in sorted(names.items(), key=lambda x: x[1]):
+        row = worker_row(by_pid[pid]) if "worker" in name else None
+        if row is not None:
+            rows.append((name.split()[-1], row))
+    return rows
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -75,27 +89,19 @@ def main():
             data = json.load(f)
     except (OSError, ValueError) as e:
         sys.exit(f"fetch_timeline: cannot read a trace from {path}: {e}")
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
-    by_pid = defaultdict(list)  # each process's events, read once
-    for e in events:
-        by_pid[e.get("pid")].append(e)
-    rows = []
-    print(f"{'worker':>8} {'forward ms':>11} {'compute':>8} {'MB':>6} {'next MB ahead':>14} "
-          f"{'ready, unfetched':>17} {'KB in flight':>13}")
-    for pid, name in sorted(names.items(), key=lambda x: x[1]):
-        if "worker" not in name:
-            continue
-        row = worker_row(by_pid[pid])
-        if row is None:
-            continue
-        rows.append(row)
-        print(f"{name.split()[-1]:>8} {row['forward_span']:>11.0f} {row['forward_work']:>8.0f} "
-              f"{row['all_mb']:>6.2f} {row['ahead_mb']:>14.2f} {row['behind_keys']:>17.0f} "
-              f"{row['in_flight_kb']:>13.0f}")
+    try:
+        rows = worker_rows(data["traceEvents"] if isinstance(data, dict) else data)
+    except (KeyError, TypeError, AttributeError) as e:
+        sys.exit(f"fetch_timeline: {path} is not a bench/scaling trace ({type(e).__name__}: {e})")
     if not rows:
         sys.exit(f"fetch_timeline: no worker with forward and pull events in {path}")
-    mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+    print(f"{'worker':>8} {'forward ms':>11} {'compute':>8} {'MB':>6} {'next MB ahead':>14} "
+          f"{'ready, unfetched':>17} {'KB in flight':>13}")
+    for name, row in rows:
+        print(f"{name:>8} {row['forward_span']:>11.0f} {row['forward_work']:>8.0f} "
+              f"{row['all_mb']:>6.2f} {row['ahead_mb']:>14.2f} {row['behind_keys']:>17.0f} "
+              f"{row['in_flight_kb']:>13.0f}")
+    mean = {k: sum(r[k] for _, r in rows) / len(rows) for k in rows[0][1]}
     print(f"{'mean':>8} {mean['forward_span']:>11.0f} {mean['forward_work']:>8.0f} {mean['all_mb']:>6.2f} "
           f"{mean['ahead_mb']:>14.2f} {mean['behind_keys']:>17.0f} {mean['in_flight_kb']:>13.0f}")
 

@@ -5,8 +5,8 @@
 # a row; a forward pass spans its compute at least; with one worker the whole
 # layout (10.2 MB) of the next step is fetched during backward, with two some
 # of it and never more (on loopback nothing holds a ready key back for long).
-# A missing or broken trace, and one with no worker, are refused with a
-# one-line error.
+# A missing or broken trace, one with no worker, and one whose event lacks a
+# field are refused with a one-line error.
 # Prints a Catch2-style summary line.
 set -uo pipefail
 runfiles=${TEST_SRCDIR:-$PWD/..}/shardps
@@ -42,5 +42,10 @@ python3 "$script" "$work/broken" > "$work/broken.txt" 2>&1 && fail "a broken tra
 mkdir -p "$work/empty" && echo '{"traceEvents": []}' > "$work/empty/trace.json"
 python3 "$script" "$work/empty" > "$work/empty.txt" 2>&1 && fail "a trace with no worker was read"
 grep -q "no worker" "$work/empty.txt" || fail "unclear error: $(cat "$work/empty.txt")"
-pass "a missing, a broken and an empty trace are refused with a one-line error"
+mkdir -p "$work/fields" && echo '{"traceEvents": [{"name": "process_name", "pid": 1, "args": {"name": "worker 0"}},
+  {"pid": 1, "ph": "X", "name": "forward 0"}]}' > "$work/fields/trace.json"
+python3 "$script" "$work/fields" > "$work/fields.txt" 2>&1 && fail "a trace whose event lacks its time was read"
+[ "$(wc -l < "$work/fields.txt")" = 1 ] && grep -q "^fetch_timeline: .* is not a bench/scaling trace" "$work/fields.txt" \
+  || fail "an event without its time gave no one-line error: $(cat "$work/fields.txt")"
+pass "a missing, a broken, an empty and a malformed trace are refused with a one-line error"
 all_passed
