@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/scaling_model.py: the measured points it calibrates on are read as measured (the 16-core
+"""bench/scaling_model.py and bench/scaling_points.py: the measured points it calibrates on are read as measured (the 16-core
 file's sections by their own labels, a row kept only in a comment, bfloat16 apart from float32),
 the bfloat16 layout halves the bytes and keeps the compute, and the fit finds the alpha that made
 its points. Prints Catch2-style summary lines (tests/checks.sh's format)."""
@@ -10,6 +10,7 @@ import tempfile
 runfiles = os.path.join(os.environ.get("TEST_SRCDIR", os.path.join(os.getcwd(), "..")), "shardps")
 sys.path.insert(0, os.path.join(runfiles, "bench"))
 import scaling_model as m  # noqa: E402
+import scaling_points as pts  # noqa: E402
 
 checks = 0
 
@@ -30,7 +31,7 @@ def key(p):
 
 # The committed results: the 16-core session's float32 points calibrate, its bfloat16 ones do
 # not, its loopback rows are not cluster points at all.
-points = m.read_measured(os.path.join(runfiles, "bench", "results"))
+points = pts.read_measured(os.path.join(runfiles, "bench", "results"))
 sixteen = sorted(key(p) for p in points if p["cores"] == 16)
 want = sorted([(16, "x10", 4, 16, 0.883, True), (32, "x10", 4, 16, 0.802, True), (16, "x20", 4, 16, 0.878, True),
                (16, "x10", 2, 16, 0.980, False), (32, "x10", 2, 16, 0.941, False)])
@@ -43,7 +44,7 @@ scaled = sorted((p["n"], p["label"], p["value_bytes"], p["mbit"], p["ms"], p["me
 want = sorted([(16, "x40", 4, 25.0, 7600, 0.890), (16, "x40", 4, 25.0, 7600, 0.892), (16, "x40", 2, 25.0, 7600, 0.976),
                (16, "x80", 4, 12.5, 15200, 0.890), (32, "x160", 4, 6.25, 30400, 0.799)])
 check(scaled == want, "the scaled-timeout file gives its 5 points under the CPU rule, at their scales' links", scaled)
-check(all(not p["calibration"] and m.kind(p).startswith("TCP") for p in points if p["timers"] == "scaled"),
+check(all(not p["calibration"] and pts.kind(p).startswith("TCP") for p in points if p["timers"] == "scaled"),
       "a scaled-timeout point is a check, not fitted")
 
 # A file laid out otherwise: bfloat16 first, a note line inside a section, a row kept only in a
@@ -62,9 +63,9 @@ compute,mode,workers,efficiency,machine_cpu_pct
 emulated,sync,8,0.999,9
 """
 with tempfile.TemporaryDirectory() as d:
-    with open(os.path.join(d, m.SIXTEEN_CORES[0]), "w") as f:
+    with open(os.path.join(d, pts.SIXTEEN_CORES[0]), "w") as f:
         f.write(text)
-    got = sorted(key(p) for p in m.read_sixteen_cores(d))
+    got = sorted(key(p) for p in pts.read_sixteen_cores(d))
 want = sorted([(8, "x10", 2, 16, 0.900, False), (16, "x20", 4, 16, 0.555, True)])
 check(got == want, "sections are found by their labels; a note does not end one; a comment row counts; "
       "loopback is skipped", got)
