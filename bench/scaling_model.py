@@ -222,6 +222,8 @@ def calibrate(points, steps):
               f"{p['cpu']:>11.0f}%  {kind(p)}")
     for label in KINDS:
         e = [p["model"] - p["measured"] for p in points if kind(p) == label]
+        if not e:  # no point of this kind in bench/results
+            continue
         print(f"   {label}: mean error {sum(e) / len(e):+.4f}, largest {max(e, key=abs):+.4f}")
     print()
     return alpha

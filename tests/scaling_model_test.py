@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""bench/scaling_model.py and bench/scaling_points.py: the measured points it calibrates on are read as measured (the 16-core
-file's sections by their own labels, a row kept only in a comment, bfloat16 apart from float32),
-the bfloat16 layout halves the bytes and keeps the compute, and the fit finds the alpha that made
-its points. Prints Catch2-style summary lines (tests/checks.sh's format)."""
+"""bench/scaling_model.py and bench/scaling_points.py: the measured points the model calibrates on
+are read as measured (the 16-core file's sections by their own labels, a row kept only in a
+comment, bfloat16 apart from float32, the scaled-timeout runs as checks), the bfloat16 layout
+halves the bytes and keeps the compute, and the fit finds the alpha that made its points. Prints
+Catch2-style summary lines (tests/checks.sh's format)."""
 import os
 import sys
 import tempfile
