@@ -72,6 +72,11 @@ std::shared_ptr<AsyncPrefetch::Staging> AsyncPrefetch::StartOrJoin(int64_t step)
 
 void AsyncPrefetch::Begin(int64_t step) { StartOrJoin(step); }
 
+void AsyncPrefetch::Forget() {
+  absl::MutexLock lock(&mu_);
+  current_ = nullptr;
+}
+
 void AsyncPrefetch::Deliver(int64_t step, std::vector<TensorOut> weights, PsClient::Done done) {
   for (const TensorOut& out : weights) {
     if (out.tensor >= elements_.size() || out.values == nullptr) {

@@ -49,6 +49,12 @@ class AsyncPrefetch {
   // `done` once every one of them has arrived (now, if they have), with the
   // first error of their fetches. Begins `step` if it has not begun.
   void Deliver(int64_t step, std::vector<TensorOut> weights, PsClient::Done done);
+  // Drops the staging of the step begun, so that the next Begin or Deliver
+  // fetches afresh even for the same step: a worker registering again may be
+  // rewound to the step it was on, and what was staged (or the error a fetch
+  // met) belongs to the timeline left behind. Deliveries already waiting on
+  // the old staging are still answered by its fetches.
+  void Forget();
 
  private:
   struct Staging;

@@ -168,6 +168,9 @@ std::vector<int> GrpcPsClient::ServersNotFailed() const {
 
 absl::StatusOr<int64_t> GrpcPsClient::Register() {
   constexpr int kRounds = 8;
+  // Weights staged for a step before this registration belong to the old
+  // timeline: a rewind may bring the worker back to that very step.
+  prefetch_.Forget();
   absl::Status persisting;  // what a look again did not cure
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(ServersNotFailed(), std::nullopt);

@@ -2,7 +2,7 @@
 // the test says so: one fetch per tensor in forward order, once per step;
 // a delivery waits for its own tensors only, copies what was staged and
 // passes a fetch's error on; a new step fetches anew; bad tensors are
-// refused before anything is fetched.
+// refused before anything is fetched; Forget makes the same step fetch anew.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -130,6 +130,47 @@ TEST_CASE("a late fetch of the step before does not reach the next step's delive
   REQUIRE(o.status.has_value());
   CHECK(o.status->ok());
   CHECK(w == std::vector<float>{200});
+}
+
+TEST_CASE("after Forget the same step is fetched again: neither staged values nor errors are reused",
+          "[async_prefetch]") {
+  FakeFetches f;
+  f.sizes = {1, 1};
+  AsyncPrefetch p(f.sizes, f.Fetch());
+  std::vector<float> w0(1, -1), w1(1, -1);
+  Outcome before;
+  p.Deliver(4, {{0, w0.data()}}, before.Done());  // begins step 4
+  REQUIRE(f.calls.size() == 2);
+  f.Finish(0, 7);
+  f.Finish(1, 8, absl::UnavailableError("server 1 restarted"));
+  REQUIRE(before.status.has_value());
+  REQUIRE(before.status->ok());
+  p.Forget();  // the worker registered again: a rewind may bring it back to step 4
+  Outcome again;
+  p.Deliver(4, {{0, w0.data()}, {1, w1.data()}}, again.Done());
+  REQUIRE(f.calls.size() == 4);  // fetched afresh
+  CHECK(f.calls[2].step == 4);
+  CHECK_FALSE(again.status.has_value());  // waits for the new fetches, not the old values or error
+  f.Finish(2, 70);
+  f.Finish(3, 80);
+  REQUIRE(again.status.has_value());
+  CHECK(again.status->ok());
+  CHECK(w0 == std::vector<float>{70});
+  CHECK(w1 == std::vector<float>{80});
+}
+
+TEST_CASE("a delivery waiting when Forget comes is still answered by its fetches", "[async_prefetch]") {
+  FakeFetches f;
+  f.sizes = {1};
+  AsyncPrefetch p(f.sizes, f.Fetch());
+  std::vector<float> w(1, -1);
+  Outcome waiting;
+  p.Deliver(2, {{0, w.data()}}, waiting.Done());
+  p.Forget();
+  CHECK_FALSE(waiting.status.has_value());
+  f.Finish(0, 3, absl::CancelledError("the old session's call"));
+  REQUIRE(waiting.status.has_value());
+  CHECK(waiting.status->code() == absl::StatusCode::kCancelled);
 }
 
 TEST_CASE("tensors outside the layout or without a buffer are refused, nothing fetched", "[async_prefetch]") {

@@ -1,6 +1,7 @@
 // Pulls ahead (DESIGN.md "Consistency"): a worker's pull for the next step,
 // sent with its push, and async_prefetch's pull of the next step's weights,
-// in async and ssp; over real gRPC on 127.0.0.1 with in-process servers.
+// in async and ssp, and after a rewind; over real gRPC on 127.0.0.1 with
+// in-process servers.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -8,6 +9,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "client/pending_call.h"
+#include "tests/checkpoints_on_demand.h"
+#include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -15,8 +18,9 @@ namespace {
 
 // One backward pass of SmallLayout() as trainers run it: tensor 1's push,
 // then tensor 0's, each with its pull for step + 1 into `next`; waits for all.
-absl::Status BackwardWithPullAhead(PsClient& c, int64_t step, std::vector<std::vector<float>>& next) {
-  const auto g = Filled(1);
+absl::Status BackwardWithPullAhead(PsClient& c, int64_t step, std::vector<std::vector<float>>& next,
+                                   float gradient = 1) {
+  const auto g = Filled(gradient);
   auto pull1 = std::make_shared<PendingCall>(), pull0 = std::make_shared<PendingCall>();
   auto push1 = PushThenPullAhead(c, step, {{1, g[1].data()}}, {{1, next[1].data()}}, pull1);
   auto push0 = PushThenPullAhead(c, step, {{0, g[0].data()}}, {{0, next[0].data()}}, pull0);
@@ -131,6 +135,41 @@ TEST_CASE("ssp with async_prefetch: the prefetch waits for the staleness bound",
     CHECK(TensorIsOneOf(next[0], -2.0f, -3.0f));  // both step 0 pushes; its own step 1 push maybe
     CHECK(TensorIsOneOf(next[1], -2.0f, -3.0f));
   }
+}
+
+// A worker rewound to the step it was on prefetches that step's next
+// weights again: what it staged before, values or a fetch's error, belongs
+// to the timeline the rewind left.
+TEST_CASE("ssp with async_prefetch: after a rewind to the same step the prefetch is fetched again", "[ssp]") {
+  ServerOptions o = CrashingServers(Mode::kSsp, 2, 1, TempDir("prefetch-rewind"));
+  o.job.staleness = 1;
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  o.staleness_lr = StalenessLr::kNone;
+  CheckpointsOnDemand servers(o);
+  TestCluster& cluster = servers.cluster;
+  auto worker = PrefetchingWorker(cluster, 0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  auto next = Zeros(SmallLayout());
+  for (int64_t step = 0; step < 4; ++step) REQUIRE(BackwardWithPullAhead(*worker, step, next).ok());
+  REQUIRE(servers.Reach(2, 4));
+  cluster.Restart(1);  // it restores step 4 and awaits a rewind
+
+  // Step 4's backward begins the prefetch of step 5 and meets the restart.
+  const absl::Status met = BackwardWithPullAhead(*worker, 4, next);
+  INFO(met.ToString());
+  REQUIRE(IsRejoin(met));
+  absl::StatusOr<int64_t> resumed = worker->Register();
+  REQUIRE(resumed.ok());
+  REQUIRE(*resumed == 4);  // back to the step it was on
+  const int64_t pulls_before = cluster.core(1)->Stats().pulls;
+  const absl::Status replayed = BackwardWithPullAhead(*worker, 4, next, 10);
+  INFO(replayed.ToString());
+  REQUIRE(replayed.ok());
+  CHECK(cluster.core(1)->Stats().pulls > pulls_before);  // fetched again from the restarted server
+  CHECK(TensorIsOneOf(next[0], -4.0f, -14.0f));           // step 4's weights, its own push maybe
+  CHECK(TensorIsOneOf(next[1], -4.0f, -14.0f));
+  REQUIRE(PullAll(*worker, 5, next).ok());
+  CHECK(AllEqual(next, -14.0f));  // the replayed push, once, on the rewound weights
 }
 
 }  // namespace

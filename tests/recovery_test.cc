@@ -11,49 +11,13 @@
 
 #include "absl/synchronization/notification.h"
 #include "server/shard_checkpoint.h"
+#include "tests/checkpoints_on_demand.h"
 #include "tests/server_process.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
 namespace {
-
-// Servers on a manual clock, advanced only while a test waits for a
-// checkpoint, so that no checkpoint newer than the one it waited for is
-// written before it restarts a server; clients keep real time for retries.
-struct CheckpointsOnDemand {
-  ManualClock clock;
-  TestCluster cluster;
-  explicit CheckpointsOnDemand(const ServerOptions& o) : cluster(o, HostOptions(), &clock) {
-    cluster.PutClientsOnRealClock();
-  }
-  // Ticks the servers (their housekeeping writes checkpoints) until every
-  // one holds a checkpoint of `step`, for up to 10 s of real time.
-  bool Reach(int servers, int64_t step) {
-    const absl::Time give_up = absl::Now() + absl::Seconds(10);
-    for (int s = 0; s < servers; ++s) {
-      auto has = [&] {
-        const std::vector<int64_t> steps = cluster.core(s)->Stats().checkpoint_steps;
-        return std::find(steps.begin(), steps.end(), step) != steps.end();
-      };
-      while (!has() && absl::Now() < give_up) {
-        clock.Advance(HostOptions().tick_interval);
-        absl::SleepFor(absl::Milliseconds(5));
-      }
-      if (!has()) return false;
-    }
-    return true;
-  }
-};
-
-ServerOptions CrashingServers(Mode mode, int servers, int workers, const std::string& dir) {
-  ServerOptions o = SyncOptions(servers, workers);
-  o.job.mode = mode;
-  o.checkpoint_dir = dir;
-  o.checkpoint_every_steps = 2;
-  o.checkpoint_on_shutdown = false;  // Restart() then stops a server as a crash would
-  return o;
-}
 
 TEST_CASE("sync: a restarted server rewinds the job to the newest step every server holds", "[recovery]") {
   CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 2, 2, TempDir("rewind-sync")));
