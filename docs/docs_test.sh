@@ -31,6 +31,22 @@ check "every flag table is what the programs' help says" \
 check "every relative link and bench/results path of the pages exists (in $source_tree)" \
   python3 "$runfiles/tools/check_links" --root="$source_tree"
 
+# The checker itself, on a tree of one page: a result path that is gone is
+# broken, and the same path cited from git history ("git show COMMIT:...") is not.
+checker_sees() {  # checker_sees WANT_RC LINE
+  local tree
+  tree=$(mktemp -d) && mkdir -p "$tree/docs" "$tree/bench/results" && touch "$tree/bench/results/kept.txt" &&
+    printf '# Page\n\n%s\n' "$2" >"$tree/docs/page.md" && printf '# Readme\n' >"$tree/README.md"
+  python3 "$runfiles/tools/check_links" --root="$tree"
+  local rc=$?
+  rm -rf "$tree"
+  [ "$rc" -eq "$1" ]
+}
+check "the link check flags a result file that is not in the tree" \
+  checker_sees 1 'see bench/results/gone.txt and bench/results/kept.txt'
+check "the link check passes a result file cited from git history" \
+  checker_sees 0 'see `git show 14e9266:bench/results/gone.txt` and bench/results/kept.txt'
+
 if [ $failed -eq 0 ]; then
   echo "All tests passed ($passed assertions in $passed test cases)"
 else
