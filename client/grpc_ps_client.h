@@ -106,8 +106,8 @@ class GrpcPsClient final : public PsClient {
   }
   // Sends the pushes the push queue starts together (its ids in
   // waiting_pushes_) in as few requests as carry them (MergePushes); each
-  // push's caller learns the status of them all. `finished` once all are
-  // answered.
+  // push's caller learns the status of the request that carried it.
+  // `finished` once all are answered.
   void SendWaitingPushes(std::vector<uint64_t> ids, std::function<void()> finished);
   // Sends one push request (its turn in the push queue has come).
   void SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,

@@ -158,16 +158,21 @@ void GrpcPsClient::SendWaitingPushes(std::vector<uint64_t> ids, std::function<vo
       queued = std::min(queued, waiting.mapped().queued);
     }
   }
-  std::vector<std::shared_ptr<RawPush>> requests = MergePushes(std::move(pushes));
-  const int count = static_cast<int>(requests.size());
-  auto left = std::make_shared<std::atomic<int>>(count);
+  std::vector<size_t> request_of;
+  std::vector<std::shared_ptr<RawPush>> requests = MergePushes(std::move(pushes), &request_of);
+  // Each caller learns the status of the request that carried its push.
+  std::vector<std::vector<std::shared_ptr<Fanout>>> callers_of(requests.size());
+  for (size_t i = 0; i < callers.size(); ++i) callers_of[request_of[i]].push_back(std::move(callers[i]));
+  auto left = std::make_shared<std::atomic<int>>(static_cast<int>(requests.size()));
   std::function<void()> all_finished = [left, finished = std::move(finished)] {
     if (left->fetch_sub(1) == 1) finished();
   };
-  auto answered = std::make_shared<Fanout>(count, [callers = std::move(callers)](const absl::Status& s) {
-    for (const std::shared_ptr<Fanout>& caller : callers) caller->Finish(s);
-  });
-  for (std::shared_ptr<RawPush>& request : requests) SendPush(std::move(request), queued, all_finished, answered);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    auto answered = std::make_shared<Fanout>(1, [mine = std::move(callers_of[r])](const absl::Status& s) {
+      for (const std::shared_ptr<Fanout>& caller : mine) caller->Finish(s);
+    });
+    SendPush(std::move(requests[r]), queued, all_finished, std::move(answered));
+  }
 }
 
 void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std::function<void()> finished,

@@ -68,8 +68,13 @@ void Append(RawPush& push, RawPush& into) {
 }
 }  // namespace
 
-std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<RawPush>> pushes) {
-  if (pushes.size() < 2) return pushes;
+std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<RawPush>> pushes,
+                                                  std::vector<size_t>* request_of) {
+  if (request_of != nullptr) request_of->clear();
+  if (pushes.size() < 2) {
+    if (request_of != nullptr) request_of->assign(pushes.size(), 0);
+    return pushes;
+  }
   std::vector<std::shared_ptr<RawPush>> merged;
   absl::flat_hash_set<ChunkKey> keys;  // of merged.back()
   bool open = false;                   // merged.back() takes more pushes
@@ -77,6 +82,7 @@ std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<Ra
     if (!push->owned.empty()) {  // sent as it is
       merged.push_back(std::move(push));
       open = false;
+      if (request_of != nullptr) request_of->push_back(merged.size() - 1);
       continue;
     }
     std::vector<ChunkKey> named;
@@ -93,6 +99,7 @@ std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<Ra
     }
     keys.insert(named.begin(), named.end());
     Append(*push, *merged.back());
+    if (request_of != nullptr) request_of->push_back(merged.size() - 1);
   }
   return merged;
 }

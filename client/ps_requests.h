@@ -48,7 +48,10 @@ struct RawPush {
 // push names a key it carries already (a server refuses a request that names
 // a key twice); a push that owns its payloads (OwnedCopy) goes alone. The
 // requests borrow what the pushes borrow, and take their bfloat16 buffers.
-std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<RawPush>> pushes);
+// `request_of` (may be null) gets, for each push, the index of the request
+// that carries it: its caller's answer is that request's.
+std::vector<std::shared_ptr<RawPush>> MergePushes(std::vector<std::shared_ptr<RawPush>> pushes,
+                                                  std::vector<size_t>* request_of = nullptr);
 
 // Where one pulled chunk goes.
 struct PullTarget {

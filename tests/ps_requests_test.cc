@@ -122,19 +122,23 @@ TEST_CASE("a push that names a key again, or owns its payloads, starts a request
   std::vector<float> w(15), b(5);
   auto push = [&](uint32_t tensor) { return (*builder.Pushes(2, {{tensor, tensor == 0 ? w.data() : b.data()}}))[0]; };
   // b, w, b again (the server would refuse a request naming b's keys twice), w again.
-  std::vector<std::shared_ptr<RawPush>> merged = MergePushes({push(1), push(0), push(1), push(0)});
+  std::vector<size_t> request_of;
+  std::vector<std::shared_ptr<RawPush>> merged = MergePushes({push(1), push(0), push(1), push(0)}, &request_of);
   REQUIRE(merged.size() == 2);
   CHECK(merged[0]->header.chunks_size() == 6);
   CHECK(merged[1]->header.chunks_size() == 6);
+  CHECK(request_of == std::vector<size_t>{0, 0, 1, 1});  // whose answer each caller gets
   // A copy kept for the failover holds its payloads: sent alone, as it is.
   std::shared_ptr<RawPush> owned = push(0)->OwnedCopy();
-  merged = MergePushes({push(1), owned, push(1)});
+  merged = MergePushes({push(1), owned, push(1)}, &request_of);
   REQUIRE(merged.size() == 3);
   CHECK(merged[1] == owned);
   CHECK(merged[2]->header.chunks_size() == 2);
+  CHECK(request_of == std::vector<size_t>{0, 1, 2});
   // One push is left as it is.
   std::shared_ptr<RawPush> alone = push(1);
-  CHECK(MergePushes({alone})[0] == alone);
+  CHECK(MergePushes({alone}, &request_of)[0] == alone);
+  CHECK(request_of == std::vector<size_t>{0});
 }
 
 TEST_CASE("merged bfloat16 pushes keep their narrowed values where the payloads point", "[requests]") {

@@ -1,17 +1,25 @@
 // Push coalescing (ClientOptions::coalesce_pushes, client/grpc_transfers.cc)
 // over real gRPC on 127.0.0.1: a step's pushes to one server that wait in
 // the push window together go as one request, and the servers apply exactly
-// what they would have applied one request at a time, in sync and in async.
+// what they would have applied one request at a time, in sync and in async;
+// a refused request answers each of its callers and changes no key, and
+// Shutdown() answers every push, held ones too.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "tests/server_process.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
@@ -158,6 +166,95 @@ TEST_CASE("a tensor pushed twice in a step while both wait: applied once, neithe
   CHECK(other == 0);
   CHECK(cluster.core(0)->Stats().max_version == 1);
   CHECK(cluster.core(1)->Stats().max_version == 1);
+}
+
+// Pushes every tensor in its own call, last first, all at once, and waits up
+// to 30 s for every answer: each tensor's status, or nothing on a timeout.
+std::optional<std::vector<absl::Status>> PushEachTensor(PsClient& worker, int64_t step,
+                                                         const std::vector<std::vector<float>>& grads) {
+  absl::Mutex mu;
+  std::vector<absl::Status> statuses(kTensors);
+  int answered = 0;
+  for (int t = kTensors - 1; t >= 0; --t) {
+    worker.PushAsync(step, {{static_cast<uint32_t>(t), grads[t].data()}}, [&, t](absl::Status s) {
+      absl::MutexLock lock(&mu);
+      statuses[t] = std::move(s);
+      ++answered;
+    });
+  }
+  absl::MutexLock lock(&mu);
+  const bool all = mu.AwaitWithTimeout(absl::Condition(
+                                           +[](int* n) { return *n == kTensors; }, &answered),
+                                       absl::Seconds(30));
+  if (!all) return std::nullopt;
+  return statuses;
+}
+
+TEST_CASE("a coalesced request refused for a NaN: its callers get the error, none of it is applied, the window empties",
+          "[coalescing]") {
+  ServerOptions o = SyncOptions(2, 1);
+  o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  o.staleness_lr = StalenessLr::kNone;
+  TestCluster cluster(o);
+  std::unique_ptr<PsClient> worker = Worker(cluster, 0, /*coalesce=*/true);
+  REQUIRE(worker->Init(Zeros(ManyTensors())).ok());
+  auto grads = Zeros(ManyTensors());
+  for (auto& g : grads) std::fill(g.begin(), g.end(), 1.0f);
+  constexpr int kPoisoned = 17;
+  grads[kPoisoned][2] = std::numeric_limits<float>::quiet_NaN();
+  std::optional<std::vector<absl::Status>> step0 = PushEachTensor(*worker, 0, grads);
+  REQUIRE(step0.has_value());  // every caller answered, held ones too
+  INFO((*step0)[kPoisoned].ToString());
+  REQUIRE((*step0)[kPoisoned].code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains((*step0)[kPoisoned].message(), "NaN or Inf"));
+  auto w = Zeros(ManyTensors());
+  REQUIRE(PullAllTensors(*worker, 0, w));
+  int refused = 0, mixed = 0;
+  for (int t = 0; t < kTensors; ++t) {
+    const float want = (*step0)[t].ok() ? -1.0f : 0.0f;  // a refused request changed no key
+    if (!(*step0)[t].ok()) ++refused;
+    if (!AllEqual(std::vector<std::vector<float>>{w[t]}, want)) ++mixed;
+  }
+  CHECK(refused >= 1);
+  CHECK(refused < kTensors);  // the other server's requests, at least, went through
+  CHECK(mixed == 0);
+  // The refused request's bytes left the window: a whole step more still fits.
+  grads[kPoisoned][2] = 1.0f;
+  std::optional<std::vector<absl::Status>> step1 = PushEachTensor(*worker, 1, grads);
+  REQUIRE(step1.has_value());
+  CHECK(std::all_of(step1->begin(), step1->end(), [](const absl::Status& s) { return s.ok(); }));
+  REQUIRE(PullAllTensors(*worker, 1, w));
+  for (int t = 0; t < kTensors; ++t) CHECK(AllEqual(std::vector<std::vector<float>>{w[t]}, (*step0)[t].ok() ? -2.0f : -1.0f));
+}
+
+TEST_CASE("Shutdown() answers each push once, CANCELLED: in flight, held behind the window or in a group",
+          "[coalescing]") {
+  TestCluster cluster(SyncOptions(2, 1));
+  ClientOptions o = cluster.ClientFor(0, ManyTensors());
+  o.servers = {absl::StrCat("127.0.0.1:", FreePort()), absl::StrCat("127.0.0.1:", FreePort())};  // never answer
+  o.in_flight_bytes = 128;
+  o.coalesce_pushes = true;
+  absl::StatusOr<std::unique_ptr<PsClient>> worker = PsClient::Connect(o);
+  REQUIRE(worker.ok());
+  auto grads = Zeros(ManyTensors());
+  absl::Mutex mu;
+  std::vector<int> calls(kTensors, 0);
+  std::vector<absl::Status> statuses(kTensors);
+  for (int t = kTensors - 1; t >= 0; --t) {
+    (*worker)->PushAsync(0, {{static_cast<uint32_t>(t), grads[t].data()}}, [&, t](absl::Status st) {
+      absl::MutexLock lock(&mu);
+      ++calls[t];
+      statuses[t] = std::move(st);
+    });
+  }
+  (*worker)->Shutdown();
+  absl::MutexLock lock(&mu);
+  for (int t = 0; t < kTensors; ++t) {
+    INFO("tensor " << t << ": " << statuses[t].ToString());
+    CHECK(calls[t] == 1);
+    CHECK(statuses[t].code() == absl::StatusCode::kCancelled);
+  }
 }
 
 }  // namespace
