@@ -12,10 +12,14 @@ namespace shardps {
 template <typename Tensor>
 absl::Status RequestBuilder::CheckTensors(const std::vector<Tensor>& tensors, const char* what) const {
   if (tensors.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " of no tensors"));
+  std::vector<bool> named(map_->layout().tensors.size(), false);
   for (const Tensor& t : tensors) {
     if (t.tensor >= map_->layout().tensors.size()) {
       return absl::InvalidArgumentError(absl::StrCat(what, " of unknown tensor ", t.tensor));
     }
+    // A server refuses a request that names a key twice.
+    if (named[t.tensor]) return absl::InvalidArgumentError(absl::StrCat(what, " names tensor ", t.tensor, " twice"));
+    named[t.tensor] = true;
   }
   return absl::OkStatus();
 }

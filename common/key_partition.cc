@@ -21,11 +21,23 @@ absl::StatusOr<KeyMap> KeyMap::Build(const Layout& layout, int num_servers,
     return absl::InvalidArgumentError(absl::StrCat(
         "partition_bytes is ", partition_bytes, "; want a positive multiple of 4"));
   }
+  const int64_t chunk_elems = partition_bytes / 4;
+  int64_t keys = 0;
+  for (const TensorSpec& t : layout.tensors) {
+    const int64_t n = t.NumElements();
+    if (n <= 0 || n > kMaxLayoutValues) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name, " has ", n, " values; want 1..2^40"));
+    }
+    keys += (n + chunk_elems - 1) / chunk_elems;
+    if (keys > kMaxKeys) {
+      return absl::InvalidArgumentError(absl::StrCat("the layout makes more than ", kMaxKeys, " keys of ",
+                                                     partition_bytes, " bytes; raise partition_bytes"));
+    }
+  }
   KeyMap map;
   map.layout_ = layout;
   map.num_servers_ = num_servers;
   map.partition_bytes_ = partition_bytes;
-  const int64_t chunk_elems = partition_bytes / 4;
   for (uint32_t t = 0; t < layout.tensors.size(); ++t) {
     map.first_chunk_of_tensor_.push_back(map.chunks_.size());
     const int64_t n = layout.tensors[t].NumElements();

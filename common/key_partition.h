@@ -42,10 +42,15 @@ struct ChunkInfo {
   int server = 0;      // owning server id.
 };
 
+// The most keys a KeyMap holds (each costs every process of the job some
+// 40 bytes): a larger model needs larger partitions.
+inline constexpr int64_t kMaxKeys = int64_t{1} << 26;
+
 class KeyMap {
  public:
   // REQUIRES nothing; INVALID_ARGUMENT when num_servers < 1 or partition_bytes
-  // is not a positive multiple of 4.
+  // is not a positive multiple of 4, or when the layout would make more than
+  // kMaxKeys keys (counted before any is built).
   static absl::StatusOr<KeyMap> Build(const Layout& layout, int num_servers,
                                       int64_t partition_bytes);
 

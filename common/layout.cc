@@ -98,6 +98,7 @@ absl::StatusOr<Layout> LayoutFromProto(const wire::Layout& proto) {
     return absl::InvalidArgumentError("layout has no tensors");
   }
   Layout layout;
+  int64_t values = 0;  // of the tensors so far
   for (int i = 0; i < proto.tensors_size(); ++i) {
     const wire::TensorSpec& t = proto.tensors(i);
     if (t.name().empty()) {
@@ -108,12 +109,22 @@ absl::StatusOr<Layout> LayoutFromProto(const wire::Layout& proto) {
     }
     if (absl::Status s = CheckName(t.name()); !s.ok()) return s;
     TensorSpec spec{t.name(), {t.dims().begin(), t.dims().end()}};
+    int64_t n = 1;  // checked before each product, so it never overflows
     for (int64_t d : spec.dims) {
-      if (d <= 0 || d > (int64_t{1} << 40)) {
+      if (d <= 0 || d > kMaxLayoutValues) {
         return absl::InvalidArgumentError(
             absl::StrCat("tensor ", t.name(), " has dimension ", d, "; want 1..2^40"));
       }
+      if (n > kMaxLayoutValues / d) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor ", t.name(), " has more than 2^40 values"));
+      }
+      n *= d;
     }
+    if (values > kMaxLayoutValues - n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the layout's tensors hold more than 2^40 values together (at tensor ", t.name(), ")"));
+    }
+    values += n;
     layout.tensors.push_back(std::move(spec));
   }
   if (absl::Status s = AddTables(proto, layout); !s.ok()) return s;

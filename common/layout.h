@@ -23,6 +23,10 @@ struct TensorSpec {
   }
 };
 
+// The most values a layout's dense tensors may hold together (4 TiB of
+// float32): LayoutFromProto refuses more, so element counts never overflow.
+inline constexpr int64_t kMaxLayoutValues = int64_t{1} << 40;
+
 struct Layout {
   std::vector<TensorSpec> tensors;
   std::vector<TableSpec> tables;  // sparse tables (common/table_spec.h)

@@ -66,11 +66,17 @@ absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobVi
   if (resume) {
     if (absl::Status in_range = CheckWireStep("resume step", resume->step); !in_range.ok()) return Refuse(in_range);
   }
-  uint64_t expected_hash = 0;
-  job_layout_hash_.compare_exchange_strong(expected_hash, view.layout_hash);
+  // The first registrant's layout hash becomes the job's, but only once the
+  // rest of its view agrees: a refused registrant must not fix it.
   JobView ours = options_.job;
-  ours.layout_hash = job_layout_hash_.load();
-  if (absl::Status agree = CheckJobViewsAgree(ours, view); !agree.ok()) {
+  uint64_t job_hash = job_layout_hash_.load();
+  ours.layout_hash = job_hash != 0 ? job_hash : view.layout_hash;
+  absl::Status agree = CheckJobViewsAgree(ours, view);
+  if (agree.ok() && job_hash == 0 && !job_layout_hash_.compare_exchange_strong(job_hash, view.layout_hash)) {
+    ours.layout_hash = job_hash;  // another registrant got there first
+    agree = CheckJobViewsAgree(ours, view);
+  }
+  if (!agree.ok()) {
     return Refuse(absl::FailedPreconditionError(
         absl::StrCat("worker ", rank, " refused by server ", options_.server_id, ": ", agree.message())));
   }
@@ -378,9 +384,13 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
   if (!rank.ok()) return done(rank.status());
   if (absl::Status in_range = CheckWireStep("pull step", step); !in_range.ok()) return done(Refuse(in_range));
   if (keys.empty()) return done(Refuse(absl::InvalidArgumentError("pull names no keys")));
+  absl::flat_hash_set<ChunkKey> seen;  // a key named twice would be copied twice into the answer
   for (const ChunkKey& key : keys) {
     absl::StatusOr<KeyState*> k = table_->Find(key);
     if (!k.ok()) return done(Refuse(k.status()));
+    if (!seen.insert(key).second) {
+      return done(Refuse(absl::InvalidArgumentError(absl::StrCat("pull names key ", KeyName(key), " twice"))));
+    }
     if (absl::Status serving = CheckServing(**k); !serving.ok()) return done(Refuse(serving));
   }
   const int value_bytes = answer == wire::DTYPE_UNSPECIFIED ? 0 : ValueBytes(answer);
