@@ -63,8 +63,11 @@ absl::Status KeyTable::Restore(std::vector<KeySnapshot> keys, const std::string&
   for (size_t i = 0; i < keys_.size(); ++i) {
     const KeyState& k = *keys_[i];
     const KeySnapshot& s = keys[i];
-    if (!(s.key == k.info.key) || static_cast<int64_t>(s.weights.size()) != k.info.length ||
-        s.slots.size() != k.slots.size()) {
+    const bool slots_fit = s.slots.size() == k.slots.size() &&
+                           std::all_of(s.slots.begin(), s.slots.end(), [&](const std::vector<float>& slot) {
+                             return static_cast<int64_t>(slot.size()) == k.info.length;
+                           });
+    if (!(s.key == k.info.key) || static_cast<int64_t>(s.weights.size()) != k.info.length || !slots_fit) {
       return absl::DataLossError(absl::StrCat(source, " does not match key ", KeyName(k.info.key)));
     }
   }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -104,8 +105,9 @@ class HeaderParser {
         if (pos_ >= s_.size()) return false;
         c = s_[pos_++];
         if (c == 'u') {
-          if (pos_ + 4 > s_.size()) return false;
-          c = static_cast<char>(std::stoi(s_.substr(pos_, 4), nullptr, 16));
+          uint32_t code = 0;
+          if (pos_ + 4 > s_.size() || !absl::SimpleHexAtoi(s_.substr(pos_, 4), &code)) return false;
+          c = static_cast<char>(code);
           pos_ += 4;
         } else if (c == 'n') {
           c = '\n';
@@ -122,8 +124,7 @@ class HeaderParser {
     const size_t start = pos_;
     while (pos_ < s_.size() && (isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '-')) ++pos_;
     if (start == pos_ || pos_ - start > 18) return false;
-    out = std::stoll(s_.substr(start, pos_ - start));
-    return true;
+    return absl::SimpleAtoi(s_.substr(start, pos_ - start), &out);  // false for "-" or "1-2"
   }
   bool ReadIntArray(std::vector<int64_t>& out) {
     if (!Consume('[')) return false;

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,42 @@ TEST_CASE("safetensors round trip, and corrupt files are refused", "[checkpoint]
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
   REQUIRE(ReadSafetensors(path).status().code() == absl::StatusCode::kDataLoss);
   REQUIRE(ReadSafetensors(path + ".missing").status().code() == absl::StatusCode::kNotFound);
+}
+
+// A safetensors file of `header` (its JSON) and 12 bytes of data.
+std::string FileWithHeader(const std::string& header) {
+  const std::string path = TempDir("st-header") + "/h.safetensors";
+  std::string bytes(8, '\0');
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);  // little-endian, as on every machine this runs on
+  bytes += header + std::string(12, '\0');
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+TEST_CASE("a header with a bad escape or a bad number: DATA_LOSS, not an exception", "[checkpoint]") {
+  const std::string good = R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})";
+  REQUIRE(ReadSafetensors(FileWithHeader(good)).ok());  // the control
+  for (const std::string& bad : {std::string(R"({"\uZZZZ":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})"),
+                                 std::string(R"({"a":{"dtype":"F32","shape":[-],"data_offsets":[0,12]}})"),
+                                 std::string(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,1-2]}})")}) {
+    INFO(bad);
+    absl::StatusOr<SafetensorsFile> read = ReadSafetensors(FileWithHeader(bad));
+    CHECK(read.status().code() == absl::StatusCode::kDataLoss);
+  }
+}
+
+TEST_CASE("a checkpoint whose optimizer slot has another length is refused: DATA_LOSS, nothing restored",
+          "[checkpoint]") {
+  KeyTable table(*KeyMap::Build(SmallLayout(), 1, 16), 0, /*num_slots=*/1, /*num_workers=*/1);
+  std::vector<KeySnapshot> saved = table.Capture();
+  REQUIRE(table.Restore(saved, "the control").ok());
+  saved[1].version = 5;
+  saved[1].slots[0].resize(1);  // the optimizer would write past it
+  const absl::Status restored = table.Restore(saved, "this file");
+  CHECK(restored.code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(restored.message()), Catch::Contains("this file does not match key"));
+  CHECK(table.VersionRange().second == 0);
 }
 
 TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit for bit", "[checkpoint][process]") {
