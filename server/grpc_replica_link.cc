@@ -16,6 +16,26 @@ namespace {
 
 constexpr absl::Duration kRetryBackoff = absl::Milliseconds(50);
 
+// The parts of one Send: `done` once all are answered, with the first error.
+class PartsAnswered {
+ public:
+  PartsAnswered(int parts, std::function<void(absl::Status)> done) : left_(parts), done_(std::move(done)) {}
+  void Answered(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (first_error_.ok()) first_error_ = status;
+      if (--left_ > 0) return;
+    }
+    done_(first_error_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  int left_ ABSL_GUARDED_BY(mu_);
+  absl::Status first_error_;  // written under mu_, read after the last part
+  const std::function<void(absl::Status)> done_;
+};
+
 // The raw Replicate frame of `items`' updates, in order (a later update of
 // a key supersedes an earlier one there): the keys' header, and their
 // weights and slots as payloads the frame shares, not copies. The slots move
@@ -181,7 +201,25 @@ std::string GrpcReplicaLink::AddressOf(int to) const {
 
 void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
                            std::function<void(absl::Status)> done) {
-  Queue(to, Item{from, std::move(updates), std::move(done), {}});
+  // A call carries at most half the message limit (Run). A whole copy for a
+  // joiner may be far more, so it is queued as several items, each within
+  // that, and `done` runs once every one is answered, with the first error.
+  const int64_t part_bytes = options_.max_message_bytes / 2;
+  std::vector<std::vector<ReplicaUpdate>> parts(1);
+  int64_t bytes = 0;
+  for (ReplicaUpdate& u : updates) {
+    if (!parts.back().empty() && bytes + u.Bytes() > part_bytes) {
+      parts.emplace_back();
+      bytes = 0;
+    }
+    bytes += u.Bytes();
+    parts.back().push_back(std::move(u));
+  }
+  if (parts.size() == 1) return Queue(to, Item{from, std::move(parts[0]), std::move(done), {}});
+  auto all = std::make_shared<PartsAnswered>(static_cast<int>(parts.size()), std::move(done));
+  for (std::vector<ReplicaUpdate>& part : parts) {
+    Queue(to, Item{from, std::move(part), [all](absl::Status status) { all->Answered(status); }, {}});
+  }
 }
 
 void GrpcReplicaLink::SendRows(int from, int to, std::vector<RowsReplica> rows,

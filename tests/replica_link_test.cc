@@ -140,6 +140,43 @@ TEST_CASE("replica link: updates of different keys all go, in order", "[replicat
   REQUIRE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
+TEST_CASE("replica link: a copy larger than half the message limit goes in several calls, answered once",
+          "[replication]") {
+  RecordingPeer peer;
+  peer.Release();  // no call held
+  ReplicaLinkOptions options;
+  options.max_message_bytes = 64 << 10;  // a call carries 32 KB of values at most
+  auto link = GrpcReplicaLink::Create(options);
+  REQUIRE(link.ok());
+  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
+  std::vector<ReplicaUpdate> copy;  // 40 keys of 4 KB: a joiner's whole copy, 160 KB
+  for (int t = 0; t < 40; ++t) {
+    copy.push_back(ReplicaUpdate{{static_cast<uint32_t>(t), 0}, 1, std::make_shared<const std::vector<float>>(1024, t),
+                                 {}, {}});
+  }
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  absl::Notification answered;
+  (*link)->Send(0, 1, std::move(copy), [&](absl::Status s) {
+    absl::MutexLock lock(&mu);
+    answers.push_back(std::move(s));
+    answered.Notify();
+  });
+  REQUIRE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  link->reset();  // joins the sender: every answer is in
+  const auto calls = peer.calls();
+  size_t keys = 0;
+  for (const auto& call : calls) {
+    keys += call.size();
+    CHECK(call.size() <= 8);  // 8 x 4 KB = 32 KB
+  }
+  CHECK(keys == 40);
+  CHECK(calls.size() >= 5);
+  absl::MutexLock lock(&mu);
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].ok());
+}
+
 }  // namespace
 }  // namespace shardps
 
