@@ -58,8 +58,10 @@ struct KeyState {
   // Replication: the version the next copy has acknowledged (pulls of a
   // later version wait for it while that copy lives).
   std::atomic<int64_t> replicated_version{0};
-  // The weights of that version (null: the initial ones, which every copy
-  // has): what pulls read while the next copy lives.
+  // The weights of that version: what pulls read while the next copy lives
+  // and has not acknowledged a later one. With replicas it is never null
+  // once the key has weights (Init, a restore and an install keep theirs
+  // here: ParameterServerImpl::PinAcknowledged); without, always null.
   std::shared_ptr<const std::vector<float>> replicated_weights ABSL_GUARDED_BY(mu);
   // Per worker rank: the last step it pushed for this key; -1 before any.
   std::vector<int64_t> last_pushed_step ABSL_GUARDED_BY(mu);

@@ -149,6 +149,7 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
     KeyState& k = table_->key(i);
     absl::MutexLock key_lock(&k.mu);
     k.UpdateWeights([&](const float*, float* to) { CopyPayload(given[k.info.key]->pieces, reinterpret_cast<char*>(to)); });
+    PinAcknowledged(k);  // version 0, which every copy is given
   }
   checkpointer_.Attach(table_.get(), /*step=*/0, timeline_, /*write_now=*/true);
   spdlog::info("initialised by worker {}: {} keys, {} bytes of layout {{{}}}", *rank, table_->size(),

@@ -153,6 +153,12 @@ class ParameterServerImpl final : public ParameterServer {
   // `step` of k, or there is none: a sync pull of `step` waits for it, and
   // a pull in any mode reads no version past the acknowledged one.
   bool ReplicatedFor(const KeyState& k, int64_t step) const;
+  // With replicas: keeps the key's weights as those its next copy holds
+  // (Init, a restore and an install set the acknowledged version without an
+  // acknowledgement), so that a pull before the next acknowledgement reads
+  // them and not a later update under their version.
+  void PinAcknowledged(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
+  void PinAcknowledgedAll();
   // Queues every key this server serves whose next copy is `joiner`, whole
   // (the joiner has nothing yet), and sends them.
   void CopyAllTo(int joiner);

@@ -122,6 +122,7 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
       !restored.ok()) {
     return Refuse(restored);
   }
+  PinAcknowledgedAll();
   sparse_.Restore(shard->tables, step);
   checkpointer_.DiscardAfter(step);
   membership_.Reset(step);
@@ -223,6 +224,7 @@ absl::Status ParameterServerImpl::Restore() {
       !restored.ok()) {
     return restored;
   }
+  PinAcknowledgedAll();
   sparse_.Restore(shard->tables, step);
   timeline_ = shard->timeline;
   if (options_.job.mode == Mode::kAsync) {

@@ -60,6 +60,19 @@ bool ParameterServerImpl::ReplicatedFor(const KeyState& k, int64_t step) const {
   return k.replicated_version >= step || GateCopy(k) < 0;
 }
 
+void ParameterServerImpl::PinAcknowledged(KeyState& k) {
+  if (options_.job.replicas > 1) k.replicated_weights = k.weights;
+}
+
+void ParameterServerImpl::PinAcknowledgedAll() {
+  if (options_.job.replicas <= 1) return;
+  for (size_t i = 0; i < table_->size(); ++i) {
+    KeyState& k = table_->key(i);
+    absl::MutexLock lock(&k.mu);
+    PinAcknowledged(k);
+  }
+}
+
 void ParameterServerImpl::QueueReplica(KeyState& k) {
   if (NextCopy(k) < 0 || !CheckServing(k).ok()) return;
   ReplicaUpdate u{k.info.key, k.version, k.weights, k.slots, k.last_pushed_step};
@@ -219,7 +232,7 @@ void ParameterServerImpl::InstallReplica(KeyState& k, const ReplicaUpdate& u) {
   k.slots = u.slots;
   k.version = u.version;
   k.replicated_version = u.version;
-  k.replicated_weights.reset();
+  PinAcknowledged(k);
   // A push the state includes, sent again after a failover, is a duplicate.
   if (u.last_pushed_step.size() == k.last_pushed_step.size()) k.last_pushed_step = u.last_pushed_step;
   k.grad_sum.clear();

@@ -7,6 +7,7 @@
 // sends the test answers by hand.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <list>
 #include <optional>
@@ -106,6 +107,13 @@ class Server0 {
     core_->PushRows(session_, step, {{0, ids.size(), std::nullopt}},
                     RowPayload{Keep(id_bytes), Floats(static_cast<int64_t>(ids.size()) * 2, 1)},
                     clock_.Now() + absl::Seconds(1), [out](Outcomes o) { *out = std::move(o); });
+  }
+  // A pull of every key server 0 is primary of, for `step`; its answer lands in *out.
+  void Pull(int64_t step, std::optional<absl::StatusOr<std::vector<PulledChunk>>>* out) {
+    std::vector<ChunkKey> keys;
+    for (const ChunkInfo& c : map_.ChunksOfServer(0)) keys.push_back(c.key);
+    core_->Pull(session_, step, keys, wire::DTYPE_FLOAT32, /*after_own_push=*/false, clock_.Now() + absl::Seconds(1),
+                [out](absl::StatusOr<std::vector<PulledChunk>> r) { *out = std::move(r); });
   }
   // Moves time on by `d` and runs the housekeeping tick.
   void Pass(absl::Duration d) {
@@ -251,6 +259,34 @@ TEST_CASE("async replicated: a push is answered once the backup includes the wor
   while (!rows[6].has_value() && s.link().AnswerOldest()) ++answered;
   CHECK(AllApplied(rows[6]));
   CHECK(answered == 5);  // the dense copies of steps 1-4, then the rows of step 0
+}
+
+// Init sets version 0 as acknowledged (every copy is given it); the weights
+// a pull reads under that version must be version 0's, not a later push's.
+TEST_CASE("async replicated: until the backup acknowledges a push, pulls read the acknowledged weights",
+          "[replication]") {
+  Server0 server(Mode::kAsync);
+  std::optional<Outcomes> pushed;
+  server.Push(0, &pushed);  // applied at once; its copy waits in the link
+  REQUIRE(AllApplied(pushed));
+  REQUIRE(server.link().waiting() >= 1);
+  std::optional<absl::StatusOr<std::vector<PulledChunk>>> pulled;
+  server.Pull(1, &pulled);
+  REQUIRE(pulled.has_value());
+  REQUIRE(pulled->ok());
+  for (const PulledChunk& c : **pulled) {
+    CHECK(c.version == 0);
+    CHECK(std::all_of(c.weights->begin(), c.weights->end(), [](float x) { return x == 0.0f; }));
+  }
+  while (server.link().AnswerOldest()) {
+  }
+  server.Pull(1, &pulled);
+  REQUIRE(pulled.has_value());
+  REQUIRE(pulled->ok());
+  for (const PulledChunk& c : **pulled) {
+    CHECK(c.version == 1);
+    CHECK(std::none_of(c.weights->begin(), c.weights->end(), [](float x) { return x == 0.0f; }));
+  }
 }
 
 }  // namespace
