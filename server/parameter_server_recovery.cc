@@ -136,10 +136,10 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
   steps_lost_total_.fetch_add(lost);
   spdlog::warn("rewound to step {} (timeline {}): {} steps lost here; every worker registers again", step,
                timeline_.load(), lost);
-  for (PendingPull& p : waiters_.TakeAll()) {
-    p.done(absl::AbortedError(absl::StrCat("server ", options_.server_id, " rewound the job to step ", step,
-                                           "; register again")));
-  }
+  const absl::Status rewound =
+      absl::AbortedError(absl::StrCat("server ", options_.server_id, " rewound the job to step ", step, "; register again"));
+  for (PendingPull& p : waiters_.TakeAll()) p.done(rewound);
+  for (SparseStore* rows : RowStores()) rows->FailWaiting(rewound);
   return RewindResult{true, timeline_, lost};
 }
 

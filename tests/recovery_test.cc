@@ -123,6 +123,40 @@ struct CheckpointedCore {
   std::list<std::vector<float>> zeros;
 };
 
+// A waiting pull of rows on a server that did not restart ends with the
+// rewind, as a dense one does, instead of waiting out its deadline.
+TEST_CASE("sync: a rewind ends the pulls of rows waiting on the servers that did not restart", "[recovery][sparse]") {
+  absl::Notification done;  // before the worker: its shutdown may answer the pull
+  absl::Status pulled;
+  CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 2, 1, TempDir("rewind-rows")));
+  TestCluster& cluster = servers.cluster;
+  Layout layout = SmallLayout();
+  TableSpec table;
+  table.name = "emb";
+  table.dim = 2;
+  table.init_scale = 0;
+  layout.tables.push_back(table);
+  auto worker = cluster.Worker(0, layout);
+  REQUIRE(worker->Init(Zeros(layout)).ok());
+  int64_t id = 0;
+  while (RowServer(id, 2) != 0) ++id;  // a row of server 0, which stays up
+  std::vector<float> grad(2, 1.0f), row(2, 0.0f);
+  for (int step = 0; step < 4; ++step) {
+    REQUIRE(PushAll(*worker, step, Filled(1)).ok());
+    REQUIRE(worker->PushRows(step, 0, &id, 1, grad.data()).ok());
+  }
+  REQUIRE(servers.Reach(2, 4));
+  worker->PullRowsAsync(9, 0, &id, 1, row.data(), [&](absl::Status s) {  // waits for step 9 on server 0
+    pulled = s;
+    done.Notify();
+  });
+  cluster.Restart(1);
+  REQUIRE(worker->Register().value() == 4);  // server 0 rewinds too
+  REQUIRE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));  // not its 120 s deadline
+  INFO(pulled.ToString());
+  CHECK(IsRejoin(pulled));
+}
+
 TEST_CASE("a rewind is applied once per restart", "[recovery]") {
   CheckpointedCore setup(TempDir("rewind-once"));
   auto core = setup.Start();

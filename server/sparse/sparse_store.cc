@@ -371,6 +371,15 @@ void SparseStore::Shutdown() {
   for (WaitingPull& p : left) p.done(absl::UnavailableError("server is shutting down"));
 }
 
+void SparseStore::FailWaiting(const absl::Status& status) {
+  std::list<WaitingPull> left;
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    left.swap(waiting_);
+  }
+  for (WaitingPull& p : left) p.done(status);
+}
+
 std::vector<SparseTableStats> SparseStore::Stats() const {
   std::vector<SparseTableStats> out;
   absl::MutexLock lock(&install_mu_);

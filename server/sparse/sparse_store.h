@@ -162,6 +162,9 @@ class SparseStore {
   // on between its pieces and what came before).
   void CopyAll(size_t piece_rows, const std::function<void(RowsReplica)>& emit);
   void Shutdown();
+  // Ends every waiting pull and acknowledgement with `status` (a rewind:
+  // what they wait for belongs to the timeline left behind).
+  void FailWaiting(const absl::Status& status);
 
   std::vector<SparseTableStats> Stats() const;
   // The smallest table version (sync: steps every table completed); -1
