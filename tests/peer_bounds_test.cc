@@ -54,7 +54,7 @@ TEST_CASE("a pull naming a key twice: INVALID_ARGUMENT naming it, nothing copied
   wire::PullRequest pull;
   pull.set_session_id(session);
   pull.set_step(0);
-  for (int i = 0; i < 100000; ++i) {  // 200 KB on the wire; copied each time, 1.6 GB
+  for (int i = 0; i < 100000; ++i) {  // 200 KB on the wire; 16-byte keys copied each time: 1.6 MB (32 KB keys: 3.2 GB)
     wire::Key* k = pull.add_keys();
     k->set_tensor(0);
     k->set_chunk(0);
