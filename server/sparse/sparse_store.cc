@@ -362,13 +362,11 @@ void SparseStore::Tick(absl::Time now) {
 }
 
 void SparseStore::Shutdown() {
-  std::list<WaitingPull> left;
   {
     absl::MutexLock lock(&waiting_mu_);
-    shut_down_ = true;
-    left.swap(waiting_);
+    shut_down_ = true;  // no pull waits from here on
   }
-  for (WaitingPull& p : left) p.done(absl::UnavailableError("server is shutting down"));
+  FailWaiting(absl::UnavailableError("server is shutting down"));
 }
 
 void SparseStore::FailWaiting(const absl::Status& status) {
