@@ -270,22 +270,23 @@ TEST_CASE("async replicated: until the backup acknowledges a push, pulls read th
   server.Push(0, &pushed);  // applied at once; its copy waits in the link
   REQUIRE(AllApplied(pushed));
   REQUIRE(server.link().waiting() >= 1);
-  std::optional<absl::StatusOr<std::vector<PulledChunk>>> pulled;
-  server.Pull(1, &pulled);
-  REQUIRE(pulled.has_value());
-  REQUIRE(pulled->ok());
-  for (const PulledChunk& c : **pulled) {
+  auto pull = [&] {  // server 0's keys for step 1, answered at once (async)
+    std::optional<absl::StatusOr<std::vector<PulledChunk>>> pulled;
+    server.Pull(1, &pulled);
+    REQUIRE(pulled.has_value());
+    REQUIRE(pulled->ok());
+    return **std::move(pulled);
+  };
+  auto zero = [](float x) { return x == 0.0f; };
+  for (const PulledChunk& c : pull()) {
     CHECK(c.version == 0);
-    CHECK(std::all_of(c.weights->begin(), c.weights->end(), [](float x) { return x == 0.0f; }));
+    CHECK(std::all_of(c.weights->begin(), c.weights->end(), zero));
   }
   while (server.link().AnswerOldest()) {
   }
-  server.Pull(1, &pulled);
-  REQUIRE(pulled.has_value());
-  REQUIRE(pulled->ok());
-  for (const PulledChunk& c : **pulled) {
+  for (const PulledChunk& c : pull()) {
     CHECK(c.version == 1);
-    CHECK(std::none_of(c.weights->begin(), c.weights->end(), [](float x) { return x == 0.0f; }));
+    CHECK(std::none_of(c.weights->begin(), c.weights->end(), zero));
   }
 }
 

@@ -64,6 +64,16 @@ bool PullAllTensors(PsClient& worker, int64_t step, std::vector<std::vector<floa
   return worker.Pull(step, std::move(outs)).ok();
 }
 
+// An async job on 2 servers whose every push is a whole step, undamped:
+// weights stay exact integers.
+ServerOptions ExactAsync(int workers) {
+  ServerOptions o = SyncOptions(2, workers);
+  o.job.mode = Mode::kAsync;
+  o.async_lr_scaling = AsyncLrScaling::kNone;
+  o.staleness_lr = StalenessLr::kNone;
+  return o;
+}
+
 int64_t PushRequests(TestCluster& cluster) {
   return cluster.core(0)->Stats().pushes + cluster.core(1)->Stats().pushes;
 }
@@ -104,11 +114,7 @@ TEST_CASE("sync: coalesced pushes give every worker exactly the mean, in fewer r
 
 TEST_CASE("async: coalesced pushes are each applied once; the version counts them", "[coalescing]") {
   constexpr int kWorkers = 3, kSteps = 4;
-  ServerOptions o = SyncOptions(2, kWorkers);
-  o.job.mode = Mode::kAsync;
-  o.async_lr_scaling = AsyncLrScaling::kNone;  // every push a whole step: exact integers
-  o.staleness_lr = StalenessLr::kNone;
-  TestCluster cluster(o);
+  TestCluster cluster(ExactAsync(kWorkers));
   std::vector<std::unique_ptr<PsClient>> workers;
   for (int r = 0; r < kWorkers; ++r) workers.push_back(Worker(cluster, r, /*coalesce=*/true));
   REQUIRE(workers[0]->Init(Zeros(ManyTensors())).ok());
@@ -133,11 +139,7 @@ TEST_CASE("async: coalesced pushes are each applied once; the version counts the
 }
 
 TEST_CASE("a tensor pushed twice in a step while both wait: applied once, neither push refused", "[coalescing]") {
-  ServerOptions o = SyncOptions(2, 1);
-  o.job.mode = Mode::kAsync;
-  o.async_lr_scaling = AsyncLrScaling::kNone;
-  o.staleness_lr = StalenessLr::kNone;
-  TestCluster cluster(o);
+  TestCluster cluster(ExactAsync(1));
   std::unique_ptr<PsClient> worker = Worker(cluster, 0, /*coalesce=*/true);
   REQUIRE(worker->Init(Zeros(ManyTensors())).ok());
   // Every tensor twice, all calls at once: a request that took both would be
@@ -192,11 +194,7 @@ std::optional<std::vector<absl::Status>> PushEachTensor(PsClient& worker, int64_
 
 TEST_CASE("a coalesced request refused for a NaN: its callers get the error, none of it is applied, the window empties",
           "[coalescing]") {
-  ServerOptions o = SyncOptions(2, 1);
-  o.job.mode = Mode::kAsync;
-  o.async_lr_scaling = AsyncLrScaling::kNone;
-  o.staleness_lr = StalenessLr::kNone;
-  TestCluster cluster(o);
+  TestCluster cluster(ExactAsync(1));
   std::unique_ptr<PsClient> worker = Worker(cluster, 0, /*coalesce=*/true);
   REQUIRE(worker->Init(Zeros(ManyTensors())).ok());
   auto grads = Zeros(ManyTensors());
