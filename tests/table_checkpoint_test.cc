@@ -7,9 +7,11 @@
 #include <catch2/catch.hpp>
 
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "server/model_export.h"
@@ -105,6 +107,51 @@ TEST_CASE("a shard checkpoint holds each table's ids, rows and slots bit for bit
   Train(*store, {3, 5});
   Train(*again, {3, 5});
   CHECK(Rows(*again, {3, 5, -9}) == Rows(*store, {3, 5, -9}));
+}
+
+// A rewind restores the tables while the link thread acknowledges copies
+// (NoteCopied) and metrics are read (Stats), neither under the server's
+// rewind lock: each table is emptied in place, keeps its place in the
+// layout, and what it held before is gone.
+TEST_CASE("a restore empties each table in place: it keeps its place, and readers meanwhile find it live",
+          "[checkpoint][sparse]") {
+  SparseStoreOptions o;
+  o.mode = Mode::kAsync;
+  o.num_workers = 1;
+  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
+  o.min_live_clock = [] { return int64_t{0}; };
+  std::vector<RowsReplica> copies;
+  o.on_step_applied = [&](RowsReplica r) { copies.push_back(std::move(r)); };
+  SparseStore store(o);
+  TableSpec second = Table(RowOptimizerKind::kSgd);
+  second.name = "emb2";
+  store.Install({Table(RowOptimizerKind::kAdagrad), second});
+  const std::vector<int64_t> ids = {4, 8};
+  const std::vector<float> g(8, 0.5f);
+  REQUIRE(store.Push(0, 0, 1, RowPayload{Bytes(ids), Bytes(g), wire::DTYPE_FLOAT32}).ok());
+  const std::vector<TableSnapshot> empty = {TableSnapshot{}, TableSnapshot{}};
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> seen_rows{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      store.NoteCopied(1, 5, {3});
+      for (const SparseTableStats& st : store.Stats()) seen_rows.fetch_add(st.rows);
+    }
+  });
+  for (int i = 0; i < 200; ++i) store.Restore(empty, 0);
+  stop = true;
+  reader.join();
+
+  const std::vector<SparseTableStats> stats = store.Stats();
+  REQUIRE(stats.size() == 2);
+  CHECK(stats[1].rows == 0);    // rows 4 and 8 are gone
+  CHECK(stats[1].pushes == 1);  // counters are totals: a restore keeps them
+  copies.clear();
+  REQUIRE(store.Push(0, 1, 1, RowPayload{Bytes(ids), Bytes(g), wire::DTYPE_FLOAT32}).ok());
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0].table == 1);  // not table 0: the state kept its index
+  CHECK(*copies[0].ids == ids);
 }
 
 TEST_CASE("a table with no rows yet, and a table file that disagrees with itself", "[checkpoint][sparse]") {

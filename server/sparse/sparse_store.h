@@ -262,7 +262,8 @@ class SparseStore {
 
   const SparseStoreOptions options_;
   mutable absl::Mutex install_mu_;
-  std::vector<std::unique_ptr<TableState>> tables_;  // set once by Install, then only read
+  // Set once by Install; a restore empties each state in place (never replaces it).
+  std::vector<std::unique_ptr<TableState>> tables_;
 
   absl::Mutex waiting_mu_;
   std::list<WaitingPull> waiting_ ABSL_GUARDED_BY(waiting_mu_);

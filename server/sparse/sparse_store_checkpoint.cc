@@ -69,25 +69,34 @@ std::vector<TableSnapshot> SparseStore::CaptureAt(int64_t step) {
 }
 
 void SparseStore::Restore(const std::vector<TableSnapshot>& tables, int64_t step) {
+  // Each table's state is emptied in place, never replaced: the link thread
+  // (NoteCopied), a metrics scrape (Stats) and WakeReady reach a table
+  // without the server's rewind lock, and must not meet a freed one. No
+  // row, pending push or capture survives from before; the counters do.
   absl::MutexLock lock(&install_mu_);
   for (size_t i = 0; i < tables_.size(); ++i) {
-    auto& t = tables_[i];
-    const TableSpec spec = t->table.spec();
-    // A new state: no row, pending push or capture survives from before.
-    t = std::make_unique<TableState>(spec, options_.num_workers, options_.row_admit_count);
-    t->step_seen = t->swept_at = step;
-    t->table.TouchAt(step);  // restored rows start a fresh time to live
+    TableState& t = *tables_[i];
+    absl::MutexLock table(&t.mu);
+    t.table.Clear();
+    t.pending.clear();
+    std::fill(t.last_pushed.begin(), t.last_pushed.end(), -1);
+    t.capture_at = -1;
+    t.captured.reset();
+    t.copied.store(0);
+    for (int r = 0; r < t.num_workers; ++r) t.copied_pushed[r].store(-1);
+    t.step_seen = t.swept_at = step;
+    t.table.TouchAt(step);  // restored rows start a fresh time to live
     int64_t version = 0;
     if (i < tables.size()) {
       const TableSnapshot& s = tables[i];
-      const size_t dim = static_cast<size_t>(spec.dim), slots = static_cast<size_t>(t->table.slot_floats());
+      const size_t dim = static_cast<size_t>(t.table.dim()), slots = static_cast<size_t>(t.table.slot_floats());
       version = s.version;
       for (size_t r = 0; r < s.ids.size(); ++r) {
         if (options_.num_servers > 1 && RowServer(s.ids[r], options_.num_servers) != options_.server_id) continue;
-        t->table.Put(s.ids[r], s.rows.data() + r * dim, s.slots.data() + r * slots);
+        t.table.Put(s.ids[r], s.rows.data() + r * dim, s.slots.data() + r * slots);
       }
     }
-    t->version.store(options_.mode == Mode::kSync ? step : version);
+    t.version.store(options_.mode == Mode::kSync ? step : version);
   }
 }
 

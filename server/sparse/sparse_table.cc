@@ -77,6 +77,19 @@ int64_t SparseTable::Evict(int64_t step) {
   return dropped;
 }
 
+void SparseTable::Clear() {
+  for (Stripe& s : stripes_) {
+    absl::MutexLock lock(&s.mu);
+    rows_.fetch_sub(static_cast<int64_t>(s.index.size()), std::memory_order_relaxed);
+    waiting_.fetch_sub(static_cast<int64_t>(s.seen.size()), std::memory_order_relaxed);
+    s.index.clear();
+    s.seen.clear();
+    s.slabs.clear();
+    s.free.clear();
+    s.used = 0;
+  }
+}
+
 void SparseTable::GroupByStripe(const int64_t* ids, size_t n, std::vector<uint32_t>& order,
                                 std::array<uint32_t, kStripes + 1>& begin) const {
   std::vector<uint8_t> stripe(n);

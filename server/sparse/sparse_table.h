@@ -55,6 +55,9 @@ class SparseTable {
   // while it is visited); and a row put back as it was.
   void ForEach(const std::function<void(int64_t id, const float* row, const float* slots)>& fn);
   void Put(int64_t id, const float* row, const float* slots);
+  // Drops every row and every id counted toward admission (a restore puts
+  // the checkpoint's rows back after it). The totals created and evicted stay.
+  void Clear();
   // The rows of `ids`, each as dim values then its slots (a row not yet
   // admitted reads as its initial value with zero slots); with `admission`,
   // per id also -1 when its row is stored, else how many pushes have
