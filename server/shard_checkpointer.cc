@@ -25,7 +25,8 @@ void ShardCheckpointer::Attach(const KeyTable* table, int64_t step, int64_t time
   if (enabled() && write_now) (void)Write(step, table->Capture(), timeline);
 }
 
-absl::StatusOr<std::string> ShardCheckpointer::Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline) {
+absl::StatusOr<std::string> ShardCheckpointer::Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline,
+                                                     std::optional<std::vector<TableSnapshot>> tables) {
   const KeyTable& table = *table_.load();
   ShardSnapshot shard;
   shard.server_id = options_.server_id;
@@ -39,7 +40,11 @@ absl::StatusOr<std::string> ShardCheckpointer::Write(int64_t step, std::vector<K
   shard.timeline = timeline;
   shard.clocks = membership_->Clocks();
   shard.keys = std::move(keys);
-  if (capture_tables_) shard.tables = capture_tables_(step);
+  if (tables) {
+    shard.tables = *std::move(tables);
+  } else if (capture_tables_) {
+    shard.tables = capture_tables_(step);
+  }
   absl::StatusOr<std::string> path = store_->Write(shard);
   if (!path.ok()) {
     spdlog::error("checkpoint of step {} failed: {}", step, std::string(path.status().message()));
@@ -119,14 +124,26 @@ absl::StatusOr<std::string> ShardCheckpointer::WriteNow(int64_t timeline) {
   if (!enabled() || table == nullptr) return absl::FailedPreconditionError("checkpoints are off or nothing to checkpoint");
   std::vector<KeySnapshot> keys = table->Capture();
   if (options_.job.mode != Mode::kSync) return Write(WorkerStep(), std::move(keys), timeline);
+  if (keys.empty() && tables_step_ && tables_step_() >= 0) return WriteTablesNow(timeline);
   for (const KeySnapshot& k : keys) {
-    if (k.version != keys.front().version) {
-      return absl::UnavailableError(absl::StrCat("server ", options_.server_id,
-                                                 " is half way through a sync step; try again"));
-    }
+    if (k.version != keys.front().version) return HalfWay();
   }
   const int64_t step = keys.empty() ? 0 : keys.front().version;
   return Write(step, std::move(keys), timeline);
+}
+
+absl::StatusOr<std::string> ShardCheckpointer::WriteTablesNow(int64_t timeline) {
+  // Labelled by the tables' step, as TickSyncTables does, not step 0.
+  const int64_t step = tables_step_();
+  std::vector<TableSnapshot> tables = capture_tables_(step);
+  for (const TableSnapshot& t : tables) {
+    if (t.version != step) return HalfWay();
+  }
+  return Write(step, {}, timeline, std::move(tables));
+}
+
+absl::Status ShardCheckpointer::HalfWay() const {
+  return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is half way through a sync step; try again"));
 }
 
 absl::StatusOr<ShardSnapshot> ShardCheckpointer::Read(std::optional<int64_t> step) const {

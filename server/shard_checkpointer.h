@@ -74,7 +74,8 @@ class ShardCheckpointer {
   // Housekeeping: writes the checkpoints that are due.
   void Tick(int64_t timeline);
   // Writes a checkpoint of the shard as it is now. UNAVAILABLE in sync mode
-  // while a step is half applied (keys at different versions).
+  // while a step is half applied (keys, or a keyless shard's tables, at
+  // different versions).
   absl::StatusOr<std::string> WriteNow(int64_t timeline);
 
   // The checkpoint of `step`, or the newest when `step` is empty (NOT_FOUND
@@ -85,7 +86,12 @@ class ShardCheckpointer {
   void DiscardAfter(int64_t step);
 
  private:
-  absl::StatusOr<std::string> Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline);
+  // `tables`: captured already (else captured here, by capture_tables_).
+  absl::StatusOr<std::string> Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline,
+                                    std::optional<std::vector<TableSnapshot>> tables = std::nullopt);
+  // WriteNow for a sync shard of rows and no dense keys.
+  absl::StatusOr<std::string> WriteTablesNow(int64_t timeline);
+  absl::Status HalfWay() const;  // UNAVAILABLE: keys or tables at different steps
   // async and ssp: the slowest live worker's clock (the largest when none is live).
   int64_t WorkerStep();
   // Sync: the step the next checkpoint is of (kNone: none is due), the
