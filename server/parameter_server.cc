@@ -212,7 +212,13 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::ApplyPush(
       outcome = options_.job.mode == Mode::kSync ? sync_.Add(k, *rank, step, chunks[i])
                                                  : PushAsync(k, *rank, step, chunks[i]);
     }
-    if (!outcome.ok()) return RefusePush(*rank, step, outcome.status());
+    if (!outcome.ok()) {
+      // Only a step completed without this worker since ValidatePush (it
+      // was declared dead meanwhile) gets here: the keys before this one
+      // took the push, and the steps they completed still wake their pulls.
+      if (applied_any) AfterApplied();
+      return RefusePush(*rank, step, outcome.status());
+    }
     outcomes.push_back(*outcome);
     if (*outcome != wire::PUSH_DUPLICATE) {
       clocks_.NotePushed(*rank, step, served);
@@ -221,11 +227,13 @@ absl::StatusOr<std::vector<wire::PushOutcome>> ParameterServerImpl::ApplyPush(
     }
   }
   pushes_.fetch_add(1);
-  if (applied_any) {
-    FlushReplicas();
-    WakeReadyPulls();
-  }
+  if (applied_any) AfterApplied();
   return outcomes;
+}
+
+void ParameterServerImpl::AfterApplied() {
+  FlushReplicas();
+  WakeReadyPulls();
 }
 
 absl::StatusOr<wire::PushOutcome> ParameterServerImpl::PushAsync(KeyState& k, int rank, int64_t step,

@@ -132,6 +132,9 @@ class ParameterServerImpl final : public ParameterServer {
   void FailPullsAwaitingPush(int rank, int64_t step, absl::string_view why);
   void CompletePull(PendingPull pull);
   void WakeReadyPulls();
+  // After a push changed keys: their updates go to the next copy, and the
+  // pulls they made ready are answered.
+  void AfterApplied();
 
   // Replication (parameter_server_replication.cc).
   bool Replicating() const { return replicas_.has_value() && replicas_->replicas() > 1; }
