@@ -95,6 +95,13 @@ void Failover::PushKeptAgain() {
   }
 }
 
+void Failover::SetTimeline(int64_t timeline, int64_t step) {
+  if (timeline_.exchange(timeline) == timeline) return;
+  absl::MutexLock lock(&mu_);
+  kept_.clear();
+  last_step_ = step - 1;  // every step before the job's has been pushed
+}
+
 void Failover::Retain(int server, int acked_by, int64_t step, const CallSpec& spec,
                       const ServerConnection::Attempt& attempt, bool rows) {
   const int64_t keep = rows ? keep_steps_ + kExtraKeptRowSteps : keep_steps_;

@@ -99,9 +99,11 @@ class Failover {
   // (server/sparse/table_state.h, kSyncStepsAhead).
   void Retain(int server, int acked_by, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt,
               bool rows = false);
-  // The job's timeline, from this worker's registration (a server live
-  // again is registered with on it).
-  void SetTimeline(int64_t timeline) { timeline_ = timeline; }
+  // The job's timeline and step, from this worker's registration (a server
+  // live again is registered with on it). A new timeline (a rewind) drops
+  // every kept push: they are of steps the job left behind, and pushed
+  // again to a backup they would redo them there.
+  void SetTimeline(int64_t timeline, int64_t step);
   // Where this worker registers with a server live again: the step of its
   // latest acknowledged push (every earlier step's pushes are done: a sync
   // or ssp worker pushes a step only after pulling the one before), so that

@@ -197,7 +197,7 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
       if (!again.ok()) return again.status();
     }
     if (failover_ != nullptr) {
-      failover_->SetTimeline(plan.timeline);
+      failover_->SetTimeline(plan.timeline, plan.step);
       failover_->Arm();  // every server answered: from now on silence is a failure
     }
     return plan.step;

@@ -48,6 +48,7 @@ struct RawReplicate {
 RawReplicate FrameOf(std::vector<GrpcReplicaLink::Item>& items) {
   RawReplicate out;
   out.header.set_from_server(items.front().from);
+  out.header.set_timeline(items.front().timeline);
   for (GrpcReplicaLink::Item& item : items) {
     for (ReplicaUpdate& u : item.updates) {
       wire::ReplicaKey* k = out.header.add_keys();
@@ -199,7 +200,7 @@ std::string GrpcReplicaLink::AddressOf(int to) const {
   return to < static_cast<int>(addresses_.size()) ? addresses_[to] : "";
 }
 
-void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
+void GrpcReplicaLink::Send(int from, int to, int64_t timeline, std::vector<ReplicaUpdate> updates,
                            std::function<void(absl::Status)> done) {
   // A call carries at most half the message limit (Run). A whole copy for a
   // joiner may be far more, so it is queued as several items, each within
@@ -215,16 +216,16 @@ void GrpcReplicaLink::Send(int from, int to, std::vector<ReplicaUpdate> updates,
     bytes += u.Bytes();
     parts.back().push_back(std::move(u));
   }
-  if (parts.size() == 1) return Queue(to, Item{from, std::move(parts[0]), std::move(done), {}});
+  if (parts.size() == 1) return Queue(to, Item{from, timeline, std::move(parts[0]), std::move(done), {}});
   auto all = std::make_shared<PartsAnswered>(static_cast<int>(parts.size()), std::move(done));
   for (std::vector<ReplicaUpdate>& part : parts) {
-    Queue(to, Item{from, std::move(part), [all](absl::Status status) { all->Answered(status); }, {}});
+    Queue(to, Item{from, timeline, std::move(part), [all](absl::Status status) { all->Answered(status); }, {}});
   }
 }
 
-void GrpcReplicaLink::SendRows(int from, int to, std::vector<RowsReplica> rows,
+void GrpcReplicaLink::SendRows(int from, int to, int64_t timeline, std::vector<RowsReplica> rows,
                                std::function<void(absl::Status)> done) {
-  Queue(to, Item{from, {}, std::move(done), std::move(rows)});
+  Queue(to, Item{from, timeline, {}, std::move(done), std::move(rows)});
 }
 
 void GrpcReplicaLink::Queue(int to, Item item) {
@@ -267,13 +268,15 @@ void GrpcReplicaLink::Run(int to) {
         peer->stub = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(AddressOf(to), credentials_, args));
       }
       // What queued, in order, in one call of at most half the message
-      // limit (one item at least): a whole copy for a joiner may be large.
+      // limit (one item at least) and of one timeline: a whole copy for a
+      // joiner may be large.
       // A key updated again before its update left goes once, at its newest
       // version: a link that falls behind (async and ssp forward every
       // push) sends each key once a call, not once a push.
       int64_t bytes = 0;
       Newest newest;
       while (!peer->queue.empty()) {
+        if (!items.empty() && peer->queue.front().timeline != items.front().timeline) break;
         const int64_t next = AddedBytes(peer->queue.front(), items, newest);
         if (!items.empty() && bytes + next > options_.max_message_bytes / 2) break;
         bytes += next;

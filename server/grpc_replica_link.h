@@ -65,8 +65,10 @@ class GrpcReplicaLink final : public ReplicaLink {
   ~GrpcReplicaLink() override;
 
   void SetPeers(const std::vector<std::string>& addresses) override;
-  void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) override;
-  void SendRows(int from, int to, std::vector<RowsReplica> rows, std::function<void(absl::Status)> done) override;
+  void Send(int from, int to, int64_t timeline, std::vector<ReplicaUpdate> updates,
+            std::function<void(absl::Status)> done) override;
+  void SendRows(int from, int to, int64_t timeline, std::vector<RowsReplica> rows,
+                std::function<void(absl::Status)> done) override;
   void Renew(int to) override;
   void Readdress(int to, const std::string& address) override;
   int64_t UpdatesSuperseded() const override { return superseded_.load(); }
@@ -81,6 +83,7 @@ class GrpcReplicaLink final : public ReplicaLink {
  // What Send queued (public for the frame encoder in the .cc).
   struct Item {
     int from = 0;
+    int64_t timeline = 0;  // the sender's when queued: a call carries one
     std::vector<ReplicaUpdate> updates;
     std::function<void(absl::Status)> done;
     std::vector<RowsReplica> rows;

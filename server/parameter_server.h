@@ -267,14 +267,17 @@ class ParameterServer {
   // This server, joining (BeginJoin or Rejoin), listens at `address`: the
   // peers and workers learn it with its joining view.
   virtual void NoteOwnAddress(const std::string& address) = 0;
-  // A primary's updated keys (ReplicaUpdate, from server `from`): installed
-  // whole where newer than what is here. FAILED_PRECONDITION when this server
-  // has taken over `from`'s keys; NOT_FOUND or INVALID_ARGUMENT for a key it
-  // does not hold for `from` or of the wrong size; UNAVAILABLE before Init.
-  virtual absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) = 0;
+  // A primary's updated keys (ReplicaUpdate, from server `from`, queued on
+  // its `timeline`): installed whole where newer than what is here.
+  // FAILED_PRECONDITION when this server has taken over `from`'s keys;
+  // NOT_FOUND or INVALID_ARGUMENT for a key it does not hold for `from` or
+  // of the wrong size; UNAVAILABLE before Init or before this server has
+  // rewound to `timeline`; ABORTED when it is on a later timeline (nothing
+  // installed: the updates belong to the timeline it left).
+  virtual absl::Status ApplyReplica(int from, int64_t timeline, const std::vector<ReplicaUpdate>& updates) = 0;
   // The same for rows of sparse tables (RowsReplica, sync): installed in
   // this server's copy of their primary's part.
-  virtual absl::Status ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) = 0;
+  virtual absl::Status ApplyRowsReplica(int from, int64_t timeline, const std::vector<RowsReplica>& rows) = 0;
 
   // Fails all waiting pulls with UNAVAILABLE and refuses new pushes and
   // pulls; writes a final checkpoint when configured. Idempotent.

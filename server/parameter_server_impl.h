@@ -54,6 +54,9 @@ class ParameterServerImpl final : public ParameterServer {
                 absl::Time deadline, PushDone done) override;
   absl::StatusOr<int64_t> Heartbeat(uint64_t session) override;
   absl::StatusOr<RewindResult> Rewind(int64_t step, int64_t timeline, const std::vector<RestartedServer>& restarted) override;
+  // Rewind's work under the rewind lock; `rewound` false when it was done
+  // already (another worker's rewind of the same restart).
+  absl::StatusOr<RewindResult> ApplyRewind(int64_t step, int64_t timeline, const std::vector<RestartedServer>& restarted);
   void Tick() override;
   absl::StatusOr<std::string> CheckpointNow() override;
   ServerStats Stats() override;
@@ -71,8 +74,8 @@ class ParameterServerImpl final : public ParameterServer {
   void NoteMoved(absl::string_view text) override;
   std::string MovedText() const override { return moved_.Text(); }
   void NoteOwnAddress(const std::string& address) override;
-  absl::Status ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) override;
-  absl::Status ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) override;
+  absl::Status ApplyReplica(int from, int64_t timeline, const std::vector<ReplicaUpdate>& updates) override;
+  absl::Status ApplyRowsReplica(int from, int64_t timeline, const std::vector<RowsReplica>& rows) override;
   void Shutdown() override;
 
  private:
@@ -175,16 +178,28 @@ class ParameterServerImpl final : public ParameterServer {
   // After an update of `k` that this server serves: queues it for the next
   // copy. REQUIRES: k.mu held.
   void QueueReplica(KeyState& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
-  // Sends the queued updates through the replica link.
+  // Sends the queued updates through the replica link, marked with the
+  // timeline they were queued on (a rewind drops what is still queued).
   void FlushReplicas();
-  // `standing`: this server's own generation when the updates were sent
-  // (OwnGeneration); a failure sent under another says nothing now.
-  void OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status, uint32_t standing);
+  // How updates were sent: `standing`, this server's own generation then
+  // (OwnGeneration; a failure sent under another says nothing now), and the
+  // timeline (an answer to a send of a timeline left behind says nothing).
+  struct SentAs {
+    uint32_t standing = 0;
+    int64_t timeline = 0;
+  };
+  void OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status, SentAs as);
+  // Whether an answer to a send `as` is to be ignored: ABORTED (the copy
+  // left that timeline; this server's rewind follows) or of a timeline
+  // this server has left since.
+  bool AnswerIgnored(const absl::Status& status, SentAs as) const;
   uint32_t OwnGeneration();
   void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
-  // Whether server `from`'s copies (`what`: "updates", "rows") can be taken
-  // here: FAILED_PRECONDITION without --replicas > 1, UNAVAILABLE before Init.
-  absl::Status AdmitCopies(int from, const char* what);
+  // Whether server `from`'s copies (`what`: "updates", "rows") of its
+  // `timeline` can be taken here: FAILED_PRECONDITION without --replicas > 1,
+  // UNAVAILABLE before Init or before this server rewinds to `timeline`,
+  // ABORTED when this server is on a later one. REQUIRES: rewind_mu_ held.
+  absl::Status AdmitCopies(int from, int64_t timeline, const char* what);
   int64_t UnderReplicatedKeys() const;
   // Keys this server serves whose newest version the next copy has not
   // acknowledged yet (ServerStats::keys_awaiting_copy).
@@ -207,8 +222,12 @@ class ParameterServerImpl final : public ParameterServer {
   // The store of `primary`'s rows here; null when this server holds none.
   SparseStore* RowStoreOf(int primary);
   // Re-replication: every row this server serves whose next copy is
-  // `joiner`, each primary's followed by a copy_done marker (CopyAllTo).
+  // `joiner` (any next copy when `joiner` < 0), each primary's followed by
+  // a copy_done marker (CopyAllTo).
   void CopyAllRowsTo(int joiner);
+  // After a rewind: every row this server serves, whole, to its next copy
+  // (which emptied its copy of them in its own rewind).
+  void CopyRowsToBackups();
   // While joining: the rows of `primary` have all been copied here.
   void NoteRowsCopied(int primary);
   // While joining: marks this server live once every key and every
@@ -218,8 +237,8 @@ class ParameterServerImpl final : public ParameterServer {
   // on_step_applied); FlushReplicas sends them.
   void QueueRowsReplica(RowsReplica rows);
   // Sends rows queued by QueueRowsReplica (FlushReplicas).
-  void FlushRows(std::vector<RowsReplica> rows);
-  void OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status, uint32_t standing);
+  void FlushRows(std::vector<RowsReplica> rows, int64_t timeline);
+  void OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status, SentAs as);
 
   // Constant after construction.
   const ServerOptions options_;

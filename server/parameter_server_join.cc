@@ -150,8 +150,9 @@ void ParameterServerImpl::CopyAllRowsTo(int joiner) {
   const ServerView view = View();
   for (int primary : replicas_->PrimariesHeldBy(options_.server_id)) {
     SparseStore* store = RowStoreOf(primary);
-    if (store == nullptr || replicas_->Serving(primary, view) != options_.server_id ||
-        replicas_->NextCopy(primary, options_.server_id, view) != joiner) {
+    const int to = replicas_->NextCopy(primary, options_.server_id, view);
+    if (store == nullptr || replicas_->Serving(primary, view) != options_.server_id || to < 0 ||
+        (joiner >= 0 && to != joiner)) {
       continue;
     }
     int64_t rows = 0;
@@ -161,9 +162,14 @@ void ParameterServerImpl::CopyAllRowsTo(int joiner) {
     });
     QueueRowsReplica(RowsReplica{primary, 0, 0, 0, std::make_shared<const std::vector<int64_t>>(),
                                  std::make_shared<const std::vector<float>>(), {}, /*copy_done=*/true});
-    spdlog::info("server {}: copying the {} rows of server {} to server {}, which joins", options_.server_id, rows,
-                 primary, joiner);
+    spdlog::info("server {}: copying the {} rows of server {} to server {}{}", options_.server_id, rows, primary, to,
+                 joiner >= 0 ? ", which joins" : " after the rewind");
   }
+}
+
+void ParameterServerImpl::CopyRowsToBackups() {
+  CopyAllRowsTo(-1);
+  FlushReplicas();
 }
 
 void ParameterServerImpl::NoteRowsCopied(int primary) {

@@ -89,6 +89,15 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
   for (const auto& [what, value] : {std::pair{"rewind step", step}, std::pair{"rewind timeline", timeline}}) {
     if (absl::Status in_range = CheckWireStep(what, value); !in_range.ok()) return Refuse(in_range);
   }
+  absl::StatusOr<RewindResult> result = ApplyRewind(step, timeline, restarted);
+  // The copies of this server's rows left the timeline behind (a copy
+  // keeps no checkpoint of them): it sends them again, whole.
+  if (result.ok() && result->rewound && Replicating()) CopyRowsToBackups();
+  return result;
+}
+
+absl::StatusOr<RewindResult> ParameterServerImpl::ApplyRewind(int64_t step, int64_t timeline,
+                                                              const std::vector<RestartedServer>& restarted) {
   absl::WriterMutexLock state(&rewind_mu_);
   absl::MutexLock lock(&recovery_mu_);
   const bool names_us = std::any_of(restarted.begin(), restarted.end(), [&](const RestartedServer& r) {
@@ -124,11 +133,18 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
   }
   PinAcknowledgedAll();
   sparse_.Restore(shard->tables, step);
+  for (auto& [primary, copy] : backup_rows_) copy->Restore({}, step);  // its primary sends it again
   checkpointer_.DiscardAfter(step);
   membership_.Reset(step);
   clocks_.ForgetAll();
   for (const RestartedServer& r : restarted) answered_restarts_[r.server_id] = r.incarnation;
-  timeline_ = timeline;
+  {
+    // Updates queued and not sent yet belong to the timeline left behind.
+    absl::MutexLock queued(&replicas_mu_);
+    outgoing_.clear();
+    outgoing_rows_.clear();
+    timeline_ = timeline;
+  }
   awaiting_rewind_ = false;
   checkpointer_.Attach(table_.get(), step, timeline_, /*write_now=*/false);
   const int64_t lost = std::max<int64_t>(0, before - step);

@@ -90,16 +90,20 @@ void ParameterServerImpl::FlushReplicas() {
     // each update's rows whole, so an older one must not land after a newer.
     absl::MutexLock order(&rows_flush_mu_);
     std::vector<RowsReplica> rows;
+    int64_t timeline;
     {
-      absl::MutexLock lock(&replicas_mu_);
+      absl::MutexLock lock(&replicas_mu_);  // a rewind sets the timeline under it
       rows.swap(outgoing_rows_);
+      timeline = timeline_;
     }
-    FlushRows(std::move(rows));
+    FlushRows(std::move(rows), timeline);
   }
   std::vector<ReplicaUpdate> updates;
+  SentAs as;
   {
     absl::MutexLock lock(&replicas_mu_);
     updates.swap(outgoing_);
+    as.timeline = timeline_;
   }
   if (updates.empty()) return;
   // Grouped by the copy they go to (one per primary this server serves).
@@ -117,14 +121,15 @@ void ParameterServerImpl::FlushReplicas() {
     }
     replica_keys_sent_.fetch_add(static_cast<int64_t>(group.size()));
     replica_bytes_sent_.fetch_add(bytes);
-    auto done = [this, to = to, sent = std::move(sent), standing = OwnGeneration()](absl::Status status) {
-      OnReplicaSent(to, sent, status, standing);
+    as.standing = OwnGeneration();
+    auto done = [this, to = to, sent = std::move(sent), as](absl::Status status) {
+      OnReplicaSent(to, sent, status, as);
     };
-    options_.replica_link->Send(options_.server_id, to, std::move(group), std::move(done));
+    options_.replica_link->Send(options_.server_id, to, as.timeline, std::move(group), std::move(done));
   }
 }
 
-void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows) {
+void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows, int64_t timeline) {
   if (rows.empty()) return;
   const ServerView view = View();
   std::map<int, std::vector<RowsReplica>> by_copy;
@@ -139,19 +144,25 @@ void ParameterServerImpl::FlushRows(std::vector<RowsReplica> rows) {
     for (const RowsReplica& r : group) {
       sent.push_back(RowsReplica{r.primary, r.table, r.version, 0, nullptr, nullptr, r.last_pushed_step, r.copy_done});
     }
-    auto done = [this, to = to, sent = std::move(sent), standing = OwnGeneration()](absl::Status status) {
-      OnRowsSent(to, sent, status, standing);
-    };
-    options_.replica_link->SendRows(options_.server_id, to, std::move(group), std::move(done));
+    const SentAs as{OwnGeneration(), timeline};
+    auto done = [this, to = to, sent = std::move(sent), as](absl::Status status) { OnRowsSent(to, sent, status, as); };
+    options_.replica_link->SendRows(options_.server_id, to, timeline, std::move(group), std::move(done));
   }
 }
 
 uint32_t ParameterServerImpl::OwnGeneration() { return View().generation(options_.server_id); }
 
+bool ParameterServerImpl::AnswerIgnored(const absl::Status& status, SentAs as) const {
+  return absl::IsAborted(status) || as.timeline != timeline_;
+}
+
 void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>& sent, const absl::Status& status,
-                                        uint32_t standing) {
-  if (shut_down_) return;
+                                        SentAs as) {
+  if (shut_down_ || AnswerIgnored(status, as)) return;
   if (status.ok()) {
+    // On the link's thread, which holds no lock: no rewind runs meanwhile.
+    absl::ReaderMutexLock state(&rewind_mu_);
+    if (as.timeline != timeline_) return;
     for (const ReplicaUpdate& u : sent) {
       KeyState& k = table_->at(u.key);
       absl::MutexLock lock(&k.mu);
@@ -173,7 +184,7 @@ void ParameterServerImpl::OnReplicaSent(int to, const std::vector<ReplicaUpdate>
   // would otherwise both end up failed). Nor has a send made before this
   // server stepped down and came back: its standing then was another.
   ServerView failed = View();
-  if (!failed.Live(options_.server_id) || failed.generation(options_.server_id) != standing) return;
+  if (!failed.Live(options_.server_id) || failed.generation(options_.server_id) != as.standing) return;
   if (absl::IsFailedPrecondition(status)) {
     spdlog::error("server {}: server {} has taken over its keys ({}); stepping down", options_.server_id, to,
                   std::string(status.message()));
@@ -243,7 +254,7 @@ void ParameterServerImpl::InstallReplica(KeyState& k, const ReplicaUpdate& u) {
   checkpointer_.OnApplied(k.index, k);
 }
 
-absl::Status ParameterServerImpl::AdmitCopies(int from, const char* what) {
+absl::Status ParameterServerImpl::AdmitCopies(int from, int64_t timeline, const char* what) {
   if (!Replicating()) {
     return Refuse(absl::FailedPreconditionError(
         absl::StrCat("server ", options_.server_id, " keeps no copies (--replicas=1); server ", from, " sent ", what)));
@@ -251,13 +262,22 @@ absl::Status ParameterServerImpl::AdmitCopies(int from, const char* what) {
   if (!initialized_) {
     return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is not initialised yet"));
   }
+  if (timeline < timeline_) {
+    return absl::AbortedError(absl::StrCat("server ", options_.server_id, " is on timeline ", timeline_.load(),
+                                           "; server ", from, " sent ", what, " of timeline ", timeline,
+                                           ", which the job left (a rewind): dropped"));
+  }
+  if (timeline > timeline_) {
+    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is on timeline ", timeline_.load(),
+                                               " and has not rewound to timeline ", timeline, " yet"));
+  }
   return absl::OkStatus();
 }
 
-absl::Status ParameterServerImpl::ApplyReplica(int from, const std::vector<ReplicaUpdate>& updates) {
+absl::Status ParameterServerImpl::ApplyReplica(int from, int64_t timeline, const std::vector<ReplicaUpdate>& updates) {
   if (shut_down_) return absl::UnavailableError("server is shutting down");
   absl::ReaderMutexLock state(&rewind_mu_);
-  if (absl::Status admitted = AdmitCopies(from, "updates"); !admitted.ok()) return admitted;
+  if (absl::Status admitted = AdmitCopies(from, timeline, "updates"); !admitted.ok()) return admitted;
   const ServerView view = View();
   if (!view.Live(from)) {
     return Refuse(absl::FailedPreconditionError(absl::StrCat("server ", options_.server_id,

@@ -132,9 +132,11 @@ void ParameterServerImpl::QueueRowsReplica(RowsReplica rows) {
 }
 
 void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sent, const absl::Status& status,
-                                     uint32_t standing) {
-  if (shut_down_) return;
+                                     SentAs as) {
+  if (shut_down_ || AnswerIgnored(status, as)) return;
   if (status.ok()) {
+    absl::ReaderMutexLock state(&rewind_mu_);  // as OnReplicaSent
+    if (as.timeline != timeline_) return;
     for (const RowsReplica& r : sent) {
       if (SparseStore* store = RowStoreOf(r.primary); store != nullptr && !r.copy_done) {
         store->NoteCopied(r.table, r.version, r.last_pushed_step);
@@ -144,13 +146,13 @@ void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sen
   }
   // As for keys (OnReplicaSent): the copy took over, or is taken for failed
   // (NoteView then wakes the pulls that waited for it).
-  OnReplicaSent(to, {}, status, standing);
+  OnReplicaSent(to, {}, status, as);
 }
 
-absl::Status ParameterServerImpl::ApplyRowsReplica(int from, const std::vector<RowsReplica>& rows) {
+absl::Status ParameterServerImpl::ApplyRowsReplica(int from, int64_t timeline, const std::vector<RowsReplica>& rows) {
   if (shut_down_) return absl::UnavailableError("server is shutting down");
   absl::ReaderMutexLock state(&rewind_mu_);
-  if (absl::Status admitted = AdmitCopies(from, "rows"); !admitted.ok()) return admitted;
+  if (absl::Status admitted = AdmitCopies(from, timeline, "rows"); !admitted.ok()) return admitted;
   const ServerView view = View();
   for (const RowsReplica& r : rows) {
     SparseStore* store = RowStoreOf(r.primary);

@@ -118,7 +118,7 @@ absl::StatusOr<wire::ReplicateResponse> Replicate(ParameterServer* core, const w
     u.last_pushed_step.assign(k.last_pushed_step().begin(), k.last_pushed_step().end());
     updates.push_back(std::move(u));
   }
-  if (absl::Status applied = core->ApplyReplica(req.from_server(), updates); !applied.ok()) return applied;
+  if (absl::Status applied = core->ApplyReplica(req.from_server(), req.timeline(), updates); !applied.ok()) return applied;
   return wire::ReplicateResponse();
 }
 

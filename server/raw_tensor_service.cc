@@ -150,8 +150,8 @@ class ReplicateReactor final : public UnaryReactor {
     absl::StatusOr<std::vector<ReplicaUpdate>> updates = RawReplicaUpdates(req, **frame);
     if (!updates.ok()) return Refuse(updates.status());
     const std::vector<RowsReplica> rows = RawReplicaRows(req, **frame);
-    absl::Status applied = core_->ApplyReplica(req.from_server(), *updates);  // counts its own refusals
-    if (applied.ok() && !rows.empty()) applied = core_->ApplyRowsReplica(req.from_server(), rows);
+    absl::Status applied = core_->ApplyReplica(req.from_server(), req.timeline(), *updates);  // counts its refusals
+    if (applied.ok() && !rows.empty()) applied = core_->ApplyRowsReplica(req.from_server(), req.timeline(), rows);
     if (!applied.ok()) return Reply(applied);
     Reply(absl::OkStatus(), MessageBuffer(wire::ReplicateResponse()));
   }

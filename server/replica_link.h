@@ -42,14 +42,19 @@ class ReplicaLink {
   // Every server's address, in server-id order (learned from a worker's
   // registration); a link may ignore it.
   virtual void SetPeers(const std::vector<std::string>& addresses) = 0;
-  // Sends `updates` from server `from` to server `to`, in order after the
-  // earlier sends to `to`; calls `done` once, on any thread: OK when `to`
-  // has installed them; FAILED_PRECONDITION when `to` has taken the sender's
-  // keys over (the sender must step down); UNAVAILABLE when `to` did not
-  // answer within the failover timeout (it is taken for failed).
-  virtual void Send(int from, int to, std::vector<ReplicaUpdate> updates, std::function<void(absl::Status)> done) = 0;
+  // Sends `updates` of the sender's `timeline` from server `from` to server
+  // `to`, in order after the earlier sends to `to`; calls `done` once, on
+  // any thread: OK when `to` has installed them; FAILED_PRECONDITION when
+  // `to` has taken the sender's keys over (the sender must step down);
+  // ABORTED when `to` is on a later timeline (the updates belong to the one
+  // it left); UNAVAILABLE when `to` did not take them within the failover
+  // timeout (it is taken for failed; one that has not rewound to `timeline`
+  // yet is tried again until then).
+  virtual void Send(int from, int to, int64_t timeline, std::vector<ReplicaUpdate> updates,
+                    std::function<void(absl::Status)> done) = 0;
   // The same for rows of sparse tables, in order with the keys sent to `to`.
-  virtual void SendRows(int from, int to, std::vector<RowsReplica> rows, std::function<void(absl::Status)> done) = 0;
+  virtual void SendRows(int from, int to, int64_t timeline, std::vector<RowsReplica> rows,
+                        std::function<void(absl::Status)> done) = 0;
   // Updates not sent because a newer one of the same key went in the same
   // call (a link that fell behind sends each key once a call).
   virtual int64_t UpdatesSuperseded() const { return 0; }

@@ -27,11 +27,11 @@ using Outcomes = absl::StatusOr<std::vector<wire::PushOutcome>>;
 class HandLink final : public ReplicaLink {
  public:
   void SetPeers(const std::vector<std::string>&) override {}
-  void Send(int, int, std::vector<ReplicaUpdate>, std::function<void(absl::Status)> done) override {
+  void Send(int, int, int64_t, std::vector<ReplicaUpdate>, std::function<void(absl::Status)> done) override {
     absl::MutexLock lock(&mu_);
     sends_.push_back(std::move(done));
   }
-  void SendRows(int, int, std::vector<RowsReplica>, std::function<void(absl::Status)> done) override {
+  void SendRows(int, int, int64_t, std::vector<RowsReplica>, std::function<void(absl::Status)> done) override {
     absl::MutexLock lock(&mu_);
     sends_.push_back(std::move(done));
   }

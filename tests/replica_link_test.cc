@@ -105,11 +105,11 @@ TEST_CASE("replica link: a key updated again before its update left goes once, a
     absl::MutexLock lock(&mu);
     answers.push_back(std::move(s));
   };
-  (*link)->Send(0, 1, {Update(7, 1)}, done);
+  (*link)->Send(0, 1, 0, {Update(7, 1)}, done);
   REQUIRE(peer.AwaitCalls(1));  // out, and held
-  (*link)->Send(0, 1, {Update(7, 2), Update(8, 1)}, done);
-  (*link)->Send(0, 1, {Update(7, 3)}, done);
-  (*link)->Send(0, 1, {Update(9, 1), Update(9, 2)}, done);
+  (*link)->Send(0, 1, 0, {Update(7, 2), Update(8, 1)}, done);
+  (*link)->Send(0, 1, 0, {Update(7, 3)}, done);
+  (*link)->Send(0, 1, 0, {Update(9, 1), Update(9, 2)}, done);
   peer.Release();
   REQUIRE(peer.AwaitCalls(2));
   const auto calls = peer.calls();
@@ -129,10 +129,10 @@ TEST_CASE("replica link: updates of different keys all go, in order", "[replicat
   REQUIRE(link.ok());
   (*link)->SetPeers({"127.0.0.1:1", peer.address()});
   absl::Notification answered;
-  (*link)->Send(0, 1, {Update(1, 1)}, [](absl::Status) {});
+  (*link)->Send(0, 1, 0, {Update(1, 1)}, [](absl::Status) {});
   REQUIRE(peer.AwaitCalls(1));
-  (*link)->Send(0, 1, {Update(2, 1)}, [](absl::Status) {});
-  (*link)->Send(0, 1, {Update(3, 1), Update(4, 1)}, [&](absl::Status) { answered.Notify(); });
+  (*link)->Send(0, 1, 0, {Update(2, 1)}, [](absl::Status) {});
+  (*link)->Send(0, 1, 0, {Update(3, 1), Update(4, 1)}, [&](absl::Status) { answered.Notify(); });
   peer.Release();
   REQUIRE(peer.AwaitCalls(2));
   CHECK(peer.calls()[1] == std::vector<KeyVersion>{{2, 1}, {3, 1}, {4, 1}});
@@ -157,7 +157,7 @@ TEST_CASE("replica link: a copy larger than half the message limit goes in sever
   absl::Mutex mu;
   std::vector<absl::Status> answers;
   absl::Notification answered;
-  (*link)->Send(0, 1, std::move(copy), [&](absl::Status s) {
+  (*link)->Send(0, 1, 0, std::move(copy), [&](absl::Status s) {
     absl::MutexLock lock(&mu);
     answers.push_back(std::move(s));
     answered.Notify();

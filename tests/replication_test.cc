@@ -182,7 +182,7 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
     cluster.core(1)->NoteView(failed);
     ReplicaUpdate u{of_server_0.key, 5, std::make_shared<const std::vector<float>>(g),
                     {std::vector<float>(g.size(), 0.0f)}};
-    absl::Status taken_over = cluster.core(1)->ApplyReplica(0, {u});
+    absl::Status taken_over = cluster.core(1)->ApplyReplica(0, 0, {u});
     REQUIRE(taken_over.code() == absl::StatusCode::kFailedPrecondition);
     CHECK_THAT(std::string(taken_over.message()), Catch::Contains("must step down"));
   }
@@ -192,15 +192,15 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
                            std::vector<std::vector<float>>(slots, std::vector<float>(length, 0.0f))};
     };
     const int64_t refused_before = cluster.core(1)->Stats().refused;
-    absl::Status s = cluster.core(1)->ApplyReplica(0, {update(of_server_0.key, g.size() + 1, 1)});
+    absl::Status s = cluster.core(1)->ApplyReplica(0, 0, {update(of_server_0.key, g.size() + 1, 1)});
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(s.message()), Catch::Contains("wrong size"));
-    s = cluster.core(1)->ApplyReplica(0, {update(of_server_0.key, g.size(), 0)});  // momentum has a slot
+    s = cluster.core(1)->ApplyReplica(0, 0, {update(of_server_0.key, g.size(), 0)});  // momentum has a slot
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    s = cluster.core(1)->ApplyReplica(2, {update(of_server_0.key, g.size(), 1)});
+    s = cluster.core(1)->ApplyReplica(2, 0, {update(of_server_0.key, g.size(), 1)});
     CHECK(s.code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(s.message()), Catch::Contains("which it does not serve"));
-    s = cluster.core(1)->ApplyReplica(0, {update(ChunkKey{9, 0}, g.size(), 1)});
+    s = cluster.core(1)->ApplyReplica(0, 0, {update(ChunkKey{9, 0}, g.size(), 1)});
     CHECK(s.code() == absl::StatusCode::kNotFound);
     // Over the wire: weights that are not whole floats.
     wire::ReplicateRequest req = OneKeyRequest(of_server_0.key);
@@ -212,7 +212,12 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
     CHECK_THAT(wire_status.error_message(), Catch::Contains("not a multiple of 4"));
     CHECK(cluster.core(1)->Stats().refused == refused_before + 5);
     CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
-    CHECK(cluster.core(1)->ApplyReplica(0, {update(of_server_0.key, g.size(), 1)}).ok());
+    // Of a timeline this server has not rewound to yet: tried again later.
+    s = cluster.core(1)->ApplyReplica(0, 1, {update(of_server_0.key, g.size(), 1)});
+    CHECK(s.code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("has not rewound to timeline 1"));
+    CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
+    CHECK(cluster.core(1)->ApplyReplica(0, 0, {update(of_server_0.key, g.size(), 1)}).ok());
     CHECK(cluster.core(1)->Stats().replica_keys_installed == 1);
   }
 }
