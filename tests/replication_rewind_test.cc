@@ -1,4 +1,4 @@
-// A rewind in a replicated job (--replicas=2, sync): a copy keeps no
+// A rewind in a replicated job (--replicas=2, sync and ssp): a copy keeps no
 // checkpoint of its primary's rows, so the rewind empties it and the
 // primary sends its rows again, whole; replication carries the timeline, so
 // an update of the timeline left behind is refused (ABORTED) where the job
@@ -57,9 +57,10 @@ bool Bitwise(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("replication of rows: after a rewind each copy holds its primary's rows of the rewound step",
           "[replication][sparse][recovery]") {
+  const Mode mode = GENERATE(Mode::kSync, Mode::kSsp);
   const int killed = GENERATE(0, 1);
-  INFO("server " << killed << " killed after the rewind");
-  ServerOptions o = CrashingServers(Mode::kSync, 2, 1, TempDir("rewind-replicas"));
+  INFO(ModeName(mode) << ": server " << killed << " killed after the rewind");
+  ServerOptions o = CrashingServers(mode, 2, 1, TempDir("rewind-replicas"));
   o.job.replicas = 2;
   CheckpointsOnDemand servers(o);
   TestCluster& cluster = servers.cluster;
@@ -82,8 +83,8 @@ TEST_CASE("replication of rows: after a rewind each copy holds its primary's row
   REQUIRE(worker->Register().value() == 4);
   REQUIRE(cluster.core(0)->Stats().timeline == 1);
 
-  // A sync pull waits for the copy to acknowledge what it reads: here, the
-  // rows each primary sent again after the rewind.
+  // A pull waits for the copy to acknowledge what it reads: here, the rows
+  // each primary sent again after the rewind.
   CHECK(Bitwise(PullRows(*worker, 4), at4));
   cluster.Kill(killed);
   // Every row and key from the copy of the server left, none redone there
