@@ -294,11 +294,16 @@ void GrpcReplicaLink::Run(int to) {
   }
 }
 
+bool GrpcReplicaLink::Stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
 absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& items, absl::Duration silence) {
   // One request: the items in order.
   const RawReplicate frame = FrameOf(items);
   const int keys = frame.header.keys_size() + frame.header.rows_size();
-  const absl::Time first = absl::Now();
+  absl::Time first = absl::Now();
   const absl::Duration deadline = AttemptDeadline(options_, frame);
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext ctx;
@@ -310,14 +315,20 @@ absl::Status GrpcReplicaLink::Deliver(Peer& peer, int to, std::vector<Item>& ite
     grpc::ByteBuffer request = EncodeFrame(frame.header, frame.payloads);
     const absl::Status status = FromGrpcStatus(CallRaw(*peer.stub, &ctx, &request));
     if (view_theirs_) view_theirs_(ctx.GetServerTrailingMetadata());
+    if (absl::IsOutOfRange(status)) {
+      // The peer answered: it is rewinding, or has not rewound to the
+      // updates' timeline yet. Not silence: the clock starts again.
+      if (Stopping()) return absl::UnavailableError("the server is shutting down");
+      absl::SleepFor(kRetryBackoff);
+      first = absl::Now();
+      attempt = 0;
+      continue;
+    }
     if (status.ok() || !(absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status))) return status;
     const absl::Duration waited = absl::Now() - first;
     // A refused, reset or closed connection is a dead process (kill -9), not a slow one.
     const bool gone = PeerProcessGone(status);
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return absl::UnavailableError("the server is shutting down");
-    }
+    if (Stopping()) return absl::UnavailableError("the server is shutting down");
     // Silence counts only over two attempts or more: the first may have been
     // in flight while this process itself was paused (SIGSTOP, a stalled
     // VM), and a deadline that passed then says nothing about the peer.

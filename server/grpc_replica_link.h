@@ -6,7 +6,8 @@
 // process) is reported UNAVAILABLE at once; one that does not answer
 // (deadlines: each attempt failover_timeout plus time for its bytes) is
 // retried for failover_timeout first (twice that in one case:
-// SilenceBeforeFailed).
+// SilenceBeforeFailed). One that answers OUT_OF_RANGE (rewinding, or not
+// on the updates' timeline yet) is not silent: retried until it takes them.
 #ifndef SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 #define SHARDPS_SERVER_GRPC_REPLICA_LINK_H_
 
@@ -105,6 +106,7 @@ class GrpcReplicaLink final : public ReplicaLink {
   // One call with every item taken (their slots move into it); retried as
   // the class comment says, a silent peer for `silence` (SilenceBeforeFailed).
   absl::Status Deliver(Peer& peer, int to, std::vector<Item>& items, absl::Duration silence);
+  bool Stopping();
 
   const ReplicaLinkOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,9 @@ class ParameterServerImpl final : public ParameterServer {
   // Rewind's work under the rewind lock; `rewound` false when it was done
   // already (another worker's rewind of the same restart).
   absl::StatusOr<RewindResult> ApplyRewind(int64_t step, int64_t timeline, const std::vector<RestartedServer>& restarted);
+  // In a rewind: empties this server's copies of other servers' rows, each
+  // then due again from its primary (rows_recopy_due_), but those it serves.
+  void EmptyRowCopies(int64_t step);
   void Tick() override;
   absl::StatusOr<std::string> CheckpointNow() override;
   ServerStats Stats() override;
@@ -197,9 +201,15 @@ class ParameterServerImpl final : public ParameterServer {
   void InstallReplica(KeyState& k, const ReplicaUpdate& u) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
   // Whether server `from`'s copies (`what`: "updates", "rows") of its
   // `timeline` can be taken here: FAILED_PRECONDITION without --replicas > 1,
-  // UNAVAILABLE before Init or before this server rewinds to `timeline`,
-  // ABORTED when this server is on a later one. REQUIRES: rewind_mu_ held.
+  // UNAVAILABLE before Init, OUT_OF_RANGE before this server rewinds to
+  // `timeline`, ABORTED when it is on a later one. REQUIRES: rewind_mu_ held.
   absl::Status AdmitCopies(int from, int64_t timeline, const char* what);
+  // A copy from a peer takes rewind_mu_ (shared) only if it is free now, and
+  // else is answered Rewinding() (OUT_OF_RANGE: the link tries again
+  // without counting the wait as the peer's silence), so that a long
+  // rewind here does not get this server taken for failed.
+  bool TryCopyLock();
+  absl::Status Rewinding() const;
   int64_t UnderReplicatedKeys() const;
   // Keys this server serves whose newest version the next copy has not
   // acknowledged yet (ServerStats::keys_awaiting_copy).
@@ -291,6 +301,9 @@ class ParameterServerImpl final : public ParameterServer {
   // Joining, with sparse tables: the primaries whose rows are still to come.
   absl::Mutex rows_copy_mu_;
   std::vector<int> rows_to_copy_ ABSL_GUARDED_BY(rows_copy_mu_);
+  // After a rewind: the primaries whose copy of rows here was emptied and
+  // whose whole copy has not arrived yet (served meanwhile: DATA_LOSS).
+  std::set<int> rows_recopy_due_ ABSL_GUARDED_BY(rows_copy_mu_);
   std::atomic<bool> live_marked_{false};
   mutable absl::Mutex peers_mu_;
   std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);

@@ -133,7 +133,7 @@ absl::StatusOr<RewindResult> ParameterServerImpl::ApplyRewind(int64_t step, int6
   }
   PinAcknowledgedAll();
   sparse_.Restore(shard->tables, step);
-  for (auto& [primary, copy] : backup_rows_) copy->Restore({}, step);  // its primary sends it again
+  EmptyRowCopies(step);
   checkpointer_.DiscardAfter(step);
   membership_.Reset(step);
   clocks_.ForgetAll();
@@ -159,6 +159,23 @@ absl::StatusOr<RewindResult> ParameterServerImpl::ApplyRewind(int64_t step, int6
   return RewindResult{true, timeline_, lost};
 }
 
+
+void ParameterServerImpl::EmptyRowCopies(int64_t step) {
+  const ServerView view = View();
+  for (auto& [primary, copy] : backup_rows_) {
+    if (replicas_->Serving(primary, view) == options_.server_id) {
+      // Its primary failed: this copy is the only one, and no checkpoint
+      // holds it. It stays as it is, ahead of the rewound step.
+      spdlog::warn("server {} serves the rows of server {}, which failed, and holds no checkpoint of them: they are "
+                   "not rewound to step {}",
+                   options_.server_id, primary, step);
+      continue;
+    }
+    copy->Restore({}, step);  // its primary sends it again, whole (CopyRowsToBackups)
+    absl::MutexLock lock(&rows_copy_mu_);
+    rows_recopy_due_.insert(primary);
+  }
+}
 
 void ParameterServerImpl::Tick() {
   absl::ReaderMutexLock state(&rewind_mu_);

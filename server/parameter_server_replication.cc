@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "server/parameter_server_impl.h"
 #include "server/payload_validation.h"
@@ -268,15 +269,24 @@ absl::Status ParameterServerImpl::AdmitCopies(int from, int64_t timeline, const 
                                            ", which the job left (a rewind): dropped"));
   }
   if (timeline > timeline_) {
-    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is on timeline ", timeline_.load(),
-                                               " and has not rewound to timeline ", timeline, " yet"));
+    return absl::OutOfRangeError(absl::StrCat("server ", options_.server_id, " is on timeline ", timeline_.load(),
+                                              " and has not rewound to timeline ", timeline, " yet"));
   }
   return absl::OkStatus();
 }
 
+bool ParameterServerImpl::TryCopyLock() {
+  return rewind_mu_.ReaderTryLock();
+}
+
+absl::Status ParameterServerImpl::Rewinding() const {
+  return absl::OutOfRangeError(absl::StrCat("server ", options_.server_id, " is rewinding; try again"));
+}
+
 absl::Status ParameterServerImpl::ApplyReplica(int from, int64_t timeline, const std::vector<ReplicaUpdate>& updates) {
   if (shut_down_) return absl::UnavailableError("server is shutting down");
-  absl::ReaderMutexLock state(&rewind_mu_);
+  if (!TryCopyLock()) return Rewinding();
+  const absl::Cleanup unlock = [this] { rewind_mu_.ReaderUnlock(); };
   if (absl::Status admitted = AdmitCopies(from, timeline, "updates"); !admitted.ok()) return admitted;
   const ServerView view = View();
   if (!view.Live(from)) {

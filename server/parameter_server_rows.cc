@@ -10,6 +10,7 @@
 // (parameter_server_join.cc). The tables themselves are server/sparse/.
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "server/parameter_server_impl.h"
 #include "server/payload_validation.h"
@@ -72,6 +73,13 @@ absl::StatusOr<SparseStore*> ParameterServerImpl::RowStoreFor(const std::vector<
   if (serving != self) {
     return absl::UnavailableError(absl::StrCat("server ", self, " does not serve the rows of server ", primary,
                                                " now; server ", serving, " does (servers ", view.DebugString(), ")"));
+  }
+  if (primary != self) {
+    absl::MutexLock lock(&rows_copy_mu_);
+    if (rows_recopy_due_.count(primary) > 0) {
+      return absl::DataLossError(absl::StrCat("the rows of server ", primary, " are lost: it failed after the job's "
+                                              "rewind and before its rows, sent again, reached server ", self));
+    }
   }
   return store;
 }
@@ -151,7 +159,8 @@ void ParameterServerImpl::OnRowsSent(int to, const std::vector<RowsReplica>& sen
 
 absl::Status ParameterServerImpl::ApplyRowsReplica(int from, int64_t timeline, const std::vector<RowsReplica>& rows) {
   if (shut_down_) return absl::UnavailableError("server is shutting down");
-  absl::ReaderMutexLock state(&rewind_mu_);
+  if (!TryCopyLock()) return Rewinding();
+  const absl::Cleanup unlock = [this] { rewind_mu_.ReaderUnlock(); };
   if (absl::Status admitted = AdmitCopies(from, timeline, "rows"); !admitted.ok()) return admitted;
   const ServerView view = View();
   for (const RowsReplica& r : rows) {
@@ -162,6 +171,10 @@ absl::Status ParameterServerImpl::ApplyRowsReplica(int from, int64_t timeline, c
                                                             " does not back up for it")));
     }
     if (r.copy_done) {
+      {
+        absl::MutexLock lock(&rows_copy_mu_);
+        rows_recopy_due_.erase(r.primary);
+      }
       NoteRowsCopied(r.primary);
       continue;
     }

@@ -48,8 +48,9 @@ class ReplicaLink {
   // `to` has taken the sender's keys over (the sender must step down);
   // ABORTED when `to` is on a later timeline (the updates belong to the one
   // it left); UNAVAILABLE when `to` did not take them within the failover
-  // timeout (it is taken for failed; one that has not rewound to `timeline`
-  // yet is tried again until then).
+  // timeout (it is taken for failed). A peer that answers OUT_OF_RANGE (it
+  // is rewinding, or has not rewound to `timeline` yet) is tried again, its
+  // answer not counted as silence, until it takes them.
   virtual void Send(int from, int to, int64_t timeline, std::vector<ReplicaUpdate> updates,
                     std::function<void(absl::Status)> done) = 0;
   // The same for rows of sparse tables, in order with the keys sent to `to`.

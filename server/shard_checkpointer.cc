@@ -78,6 +78,7 @@ void ShardCheckpointer::Tick(int64_t timeline) {
 }
 
 void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
+  absl::MutexLock lock(&tables_mu_);
   const int64_t at = tables_step_();
   if (tables_target_ == StepCapture::kNone) {
     const int64_t next = NextSyncStep(time_due, at);
@@ -133,7 +134,14 @@ absl::StatusOr<std::string> ShardCheckpointer::WriteNow(int64_t timeline) {
 }
 
 absl::StatusOr<std::string> ShardCheckpointer::WriteTablesNow(int64_t timeline) {
-  // Labelled by the tables' step, as TickSyncTables does, not step 0.
+  // Labelled by the tables' step, as TickSyncTables does, not step 0; never
+  // while TickSyncTables has a capture armed (CaptureAt would take the
+  // snapshots it holds for its step).
+  absl::MutexLock lock(&tables_mu_);
+  if (tables_target_ != StepCapture::kNone) {
+    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is taking the checkpoint of step ",
+                                               tables_target_.load(), "; try again"));
+  }
   const int64_t step = tables_step_();
   std::vector<TableSnapshot> tables = capture_tables_(step);
   for (const TableSnapshot& t : tables) {

@@ -111,6 +111,7 @@ class ShardCheckpointer {
   TableCapture capture_tables_;
   TableStep tables_step_;
   std::atomic<int64_t> tables_target_{StepCapture::kNone};  // keyless sync shard: the step armed
+  absl::Mutex tables_mu_;  // keyless sync shard: one capture of tables at a time (Tick, WriteNow)
   std::atomic<const KeyTable*> table_{nullptr};
   std::atomic<int64_t> last_step_{-1};
   absl::Mutex mu_;

@@ -8,6 +8,7 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -51,6 +52,14 @@ class RecordingPeer final : public grpc::CallbackGenericService {
   void Release() {
     if (!released_.HasBeenNotified()) released_.Notify();
   }
+  // Each call's timeline (ReplicateRequest.timeline).
+  std::vector<int64_t> timelines() {
+    absl::MutexLock lock(&mu_);
+    return timelines_;
+  }
+  // The next `n` calls are answered OUT_OF_RANGE (a peer rewinding), not recorded.
+  void AnswerOutOfRange(int n) { out_of_range_ = n; }
+  int out_of_range_left() const { return out_of_range_.load(); }
 
  private:
   class Reactor final : public grpc::ServerGenericBidiReactor {
@@ -62,11 +71,16 @@ class RecordingPeer final : public grpc::CallbackGenericService {
       if (ok && FrameReader::Parse(request_, &header).ok()) {
         for (const wire::ReplicaKey& k : header.keys()) got.emplace_back(k.key().tensor(), k.version());
       }
+      if (peer_->out_of_range_.fetch_sub(1) > 0) {
+        return Finish(grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "rewinding; try again"));
+      }
+      peer_->out_of_range_ = 0;
       bool first = false;
       {
         absl::MutexLock lock(&peer_->mu_);
         first = peer_->calls_.empty();
         peer_->calls_.push_back(std::move(got));
+        peer_->timelines_.push_back(header.timeline());
       }
       if (first) peer_->released_.WaitForNotification();  // the link's next updates queue meanwhile
       response_ = MessageBuffer(wire::ReplicateResponse());
@@ -86,6 +100,8 @@ class RecordingPeer final : public grpc::CallbackGenericService {
   std::unique_ptr<grpc::Server> server_;
   absl::Mutex mu_;
   std::vector<std::vector<KeyVersion>> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> timelines_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> out_of_range_{0};
   absl::Notification released_;
 };
 
@@ -175,6 +191,42 @@ TEST_CASE("replica link: a copy larger than half the message limit goes in sever
   absl::MutexLock lock(&mu);
   REQUIRE(answers.size() == 1);
   CHECK(answers[0].ok());
+}
+
+// A rewind: each call carries one timeline, the one its updates were
+// queued on; and a peer answering OUT_OF_RANGE (rewinding, or not on that
+// timeline yet) is tried again for as long as it takes, far past the
+// failover timeout: it answers, so it is not silent.
+TEST_CASE("replica link: one timeline a call, and a peer that is rewinding is waited for, not taken for failed",
+          "[replication]") {
+  RecordingPeer peer;
+  ReplicaLinkOptions options;
+  options.failover_timeout = absl::Milliseconds(100);
+  auto link = GrpcReplicaLink::Create(options);
+  REQUIRE(link.ok());
+  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  auto done = [&](absl::Status s) {
+    absl::MutexLock lock(&mu);
+    answers.push_back(std::move(s));
+  };
+  (*link)->Send(0, 1, 3, {Update(1, 1)}, done);
+  REQUIRE(peer.AwaitCalls(1));  // out, and held
+  (*link)->Send(0, 1, 3, {Update(2, 1)}, done);
+  (*link)->Send(0, 1, 4, {Update(3, 1)}, done);
+  (*link)->Send(0, 1, 4, {Update(4, 1)}, done);
+  peer.AnswerOutOfRange(20);  // 20 answers 50 ms apart: 1 s, ten failover timeouts
+  peer.Release();
+  REQUIRE(peer.AwaitCalls(3));
+  CHECK(peer.out_of_range_left() <= 0);
+  CHECK(peer.timelines() == std::vector<int64_t>{3, 3, 4});
+  CHECK(peer.calls()[1] == std::vector<KeyVersion>{{2, 1}});
+  CHECK(peer.calls()[2] == std::vector<KeyVersion>{{3, 1}, {4, 1}});
+  link->reset();  // joins the sender: every answer is in
+  absl::MutexLock lock(&mu);
+  REQUIRE(answers.size() == 4);
+  for (const absl::Status& s : answers) CHECK(s.ok());
 }
 
 }  // namespace

@@ -31,11 +31,18 @@ Layout TableLayout() {
   return l;
 }
 
-// Ids on both servers (RowServer spreads them).
+// Ids on both servers (RowServer spreads them), pushed at every step; and
+// one more at steps 4 and 5 only, which no server holds at step 4.
 const std::vector<int64_t> kIds = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89};
+std::vector<int64_t> IdsOf(int64_t step) {
+  std::vector<int64_t> ids = kIds;
+  if (step >= 4) ids.push_back(1000 + step);
+  return ids;
+}
+const std::vector<int64_t> kAllIds = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 1004, 1005};
 
-std::vector<float> GradsOf(int64_t step) {
-  std::vector<float> g(kIds.size() * 4);
+std::vector<float> GradsOf(int64_t step, size_t n) {
+  std::vector<float> g(n * 4);
   for (size_t i = 0; i < g.size(); ++i) g[i] = 0.25f * static_cast<float>((i + step) % 5) - 0.5f;
   return g;
 }
@@ -45,14 +52,47 @@ void RequireOk(const absl::Status& s) {
   REQUIRE(s.ok());
 }
 
-std::vector<float> PullRows(PsClient& worker, int64_t step) {
-  std::vector<float> rows(kIds.size() * 4);
-  RequireOk(worker.PullRows(step, 0, kIds.data(), kIds.size(), rows.data()));
+std::vector<float> PullRows(PsClient& worker, int64_t step, const std::vector<int64_t>& ids = kIds) {
+  std::vector<float> rows(ids.size() * 4);
+  RequireOk(worker.PullRows(step, 0, ids.data(), ids.size(), rows.data()));
   return rows;
+}
+
+void Step(PsClient& worker, int64_t step) {
+  RequireOk(PushAll(worker, step, Filled(1)));
+  const std::vector<int64_t> ids = IdsOf(step);
+  RequireOk(worker.PushRows(step, 0, ids.data(), ids.size(), GradsOf(step, ids.size()).data()));
 }
 
 bool Bitwise(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+ServerOptions Options(Mode mode, const std::string& dir) {
+  ServerOptions o = CrashingServers(mode, 2, 1, TempDir(dir));
+  o.job.replicas = 2;
+  return o;
+}
+
+struct Weights {
+  std::vector<float> rows;
+  std::vector<std::vector<float>> dense = Zeros(SmallLayout());
+};
+
+Weights PullAt(PsClient& worker, int64_t step) {
+  Weights w;
+  w.rows = PullRows(worker, step);
+  RequireOk(PullAll(worker, step, w.dense));
+  return w;
+}
+
+// The reference: steps 0-4 with no restart, rewind or kill; the weights of step 5.
+Weights Undisturbed(Mode mode) {
+  CheckpointsOnDemand servers(Options(mode, "rewind-replicas-calm"));
+  auto worker = servers.cluster.Worker(0, TableLayout());
+  RequireOk(worker->Init(Zeros(TableLayout())));
+  for (int64_t step = 0; step < 5; ++step) Step(*worker, step);
+  return PullAt(*worker, 5);
 }
 
 TEST_CASE("replication of rows: after a rewind each copy holds its primary's rows of the rewound step",
@@ -60,39 +100,39 @@ TEST_CASE("replication of rows: after a rewind each copy holds its primary's row
   const Mode mode = GENERATE(Mode::kSync, Mode::kSsp);
   const int killed = GENERATE(0, 1);
   INFO(ModeName(mode) << ": server " << killed << " killed after the rewind");
-  ServerOptions o = CrashingServers(mode, 2, 1, TempDir("rewind-replicas"));
-  o.job.replicas = 2;
-  CheckpointsOnDemand servers(o);
+  const Weights calm = Undisturbed(mode);
+  CheckpointsOnDemand servers(Options(mode, "rewind-replicas"));
   TestCluster& cluster = servers.cluster;
   auto worker = cluster.Worker(0, TableLayout());
   RequireOk(worker->Init(Zeros(TableLayout())));
-  std::vector<float> at4;
-  std::vector<std::vector<float>> dense4 = Zeros(SmallLayout());
+  Weights at4;
   for (int64_t step = 0; step < 6; ++step) {  // steps 4 and 5 are left behind by the rewind
-    RequireOk(PushAll(*worker, step, Filled(1)));
-    RequireOk(worker->PushRows(step, 0, kIds.data(), kIds.size(), GradsOf(step).data()));
+    Step(*worker, step);
     if (step == 3) {
-      at4 = PullRows(*worker, 4);
-      RequireOk(PullAll(*worker, 4, dense4));
+      at4 = PullAt(*worker, 4);
       REQUIRE(servers.Reach(2, 4));
     }
   }
-  REQUIRE(!Bitwise(PullRows(*worker, 6), at4));
+  const std::vector<float> left_behind = PullRows(*worker, 6, kAllIds);
   cluster.Restart(1);  // it restores step 4 and awaits a rewind; server 0 is at step 6
   REQUIRE(IsRejoin(PushAll(*worker, 6, Filled(1))));
   REQUIRE(worker->Register().value() == 4);
   REQUIRE(cluster.core(0)->Stats().timeline == 1);
 
   // A pull waits for the copy to acknowledge what it reads: here, the rows
-  // each primary sent again after the rewind.
-  CHECK(Bitwise(PullRows(*worker, 4), at4));
+  // each primary sent again after the rewind. Rows 1004 and 1005 are new
+  // again (made now, as they were before step 4).
+  const std::vector<float> rewound = PullRows(*worker, 4, kAllIds);
+  CHECK(Bitwise(PullRows(*worker, 4), at4.rows));
+  CHECK(!Bitwise(rewound, left_behind));
   cluster.Kill(killed);
-  // Every row and key from the copy of the server left, none redone there
-  // from the pushes the worker kept of the steps left behind.
-  CHECK(Bitwise(PullRows(*worker, 4), at4));
-  std::vector<std::vector<float>> dense = Zeros(SmallLayout());
-  RequireOk(PullAll(*worker, 4, dense));
-  CHECK(dense == dense4);
+  // Every row and key from the copy of the server left: none of the steps
+  // left behind there (emptied in the rewind, then sent again), none redone
+  // from the pushes the worker kept for a failover.
+  CHECK(Bitwise(PullRows(*worker, 4, kAllIds), rewound));
+  const Weights from_copy = PullAt(*worker, 4);
+  CHECK(Bitwise(from_copy.rows, at4.rows));
+  CHECK(from_copy.dense == at4.dense);
   CHECK(cluster.core(1 - killed)->Stats().view.Failed(killed));
 
   // An update queued on the timeline left behind is refused, and changes nothing.
@@ -100,7 +140,13 @@ TEST_CASE("replication of rows: after a rewind each copy holds its primary's row
                   std::make_shared<const std::vector<float>>(8, 9.0f), {2}};
   const absl::Status refused = cluster.core(1 - killed)->ApplyRowsReplica(killed, 0, {old});
   CHECK(refused.code() == absl::StatusCode::kAborted);
-  CHECK(Bitwise(PullRows(*worker, 4), at4));
+
+  // Step 4 again, on the copy: taken (not a duplicate of the steps left
+  // behind), and the weights are those of a run that never left step 4.
+  Step(*worker, 4);
+  const Weights at5 = PullAt(*worker, 5);
+  CHECK(Bitwise(at5.rows, calm.rows));
+  CHECK(at5.dense == calm.dense);
 }
 
 }  // namespace

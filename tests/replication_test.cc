@@ -214,7 +214,7 @@ TEST_CASE("replication: a backup refuses its keys while their primary serves the
     CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
     // Of a timeline this server has not rewound to yet: tried again later.
     s = cluster.core(1)->ApplyReplica(0, 1, {update(of_server_0.key, g.size(), 1)});
-    CHECK(s.code() == absl::StatusCode::kUnavailable);
+    CHECK(s.code() == absl::StatusCode::kOutOfRange);
     CHECK_THAT(std::string(s.message()), Catch::Contains("has not rewound to timeline 1"));
     CHECK(cluster.core(1)->Stats().replica_keys_installed == 0);
     CHECK(cluster.core(1)->ApplyReplica(0, 0, {update(of_server_0.key, g.size(), 1)}).ok());
