@@ -204,10 +204,10 @@ class ParameterServerImpl final : public ParameterServer {
   // UNAVAILABLE before Init, OUT_OF_RANGE before this server rewinds to
   // `timeline`, ABORTED when it is on a later one. REQUIRES: rewind_mu_ held.
   absl::Status AdmitCopies(int from, int64_t timeline, const char* what);
-  // A copy from a peer takes rewind_mu_ (shared) only if it is free now, and
-  // else is answered Rewinding() (OUT_OF_RANGE: the link tries again
-  // without counting the wait as the peer's silence), so that a long
-  // rewind here does not get this server taken for failed.
+  // A copy from a peer takes rewind_mu_ (shared) unless a rewind runs
+  // (rewinding_), and is then answered Rewinding() (OUT_OF_RANGE: the link
+  // tries again without counting the wait as the peer's silence), so that a
+  // long rewind here does not get this server taken for failed.
   bool TryCopyLock();
   absl::Status Rewinding() const;
   int64_t UnderReplicatedKeys() const;
@@ -279,6 +279,7 @@ class ParameterServerImpl final : public ParameterServer {
   // server restored a checkpoint and awaits a rewind, and the restarts
   // (server id -> incarnation) that rewinds here have answered.
   std::atomic<int64_t> timeline_{0};
+  std::atomic<int> rewinding_{0};  // Rewind calls running (TryCopyLock)
   std::atomic<bool> awaiting_rewind_{false};
   absl::Mutex recovery_mu_;
   std::map<int, uint64_t> answered_restarts_ ABSL_GUARDED_BY(recovery_mu_);

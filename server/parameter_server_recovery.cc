@@ -89,7 +89,9 @@ absl::StatusOr<RewindResult> ParameterServerImpl::Rewind(int64_t step, int64_t t
   for (const auto& [what, value] : {std::pair{"rewind step", step}, std::pair{"rewind timeline", timeline}}) {
     if (absl::Status in_range = CheckWireStep(what, value); !in_range.ok()) return Refuse(in_range);
   }
+  rewinding_.fetch_add(1);
   absl::StatusOr<RewindResult> result = ApplyRewind(step, timeline, restarted);
+  rewinding_.fetch_sub(1);
   // The copies of this server's rows left the timeline behind (a copy
   // keeps no checkpoint of them): it sends them again, whole.
   if (result.ok() && result->rewound && Replicating()) CopyRowsToBackups();

@@ -276,7 +276,13 @@ absl::Status ParameterServerImpl::AdmitCopies(int from, int64_t timeline, const 
 }
 
 bool ParameterServerImpl::TryCopyLock() {
-  return rewind_mu_.ReaderTryLock();
+  // A try that fails while no rewind runs (another writer's moment: a
+  // join, the shutdown; or a spurious failure) is tried again.
+  while (rewinding_.load() == 0) {
+    if (rewind_mu_.ReaderTryLock()) return true;
+    absl::SleepFor(absl::Microseconds(100));
+  }
+  return false;
 }
 
 absl::Status ParameterServerImpl::Rewinding() const {
