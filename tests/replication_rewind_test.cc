@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "tests/checkpoints_on_demand.h"
@@ -147,6 +148,38 @@ TEST_CASE("replication of rows: after a rewind each copy holds its primary's row
   const Weights at5 = PullAt(*worker, 5);
   CHECK(Bitwise(at5.rows, calm.rows));
   CHECK(at5.dense == calm.dense);
+}
+
+// A copy emptied by a rewind whose primary fails before sending its rows
+// again answers DATA_LOSS, naming the server, instead of new rows. Here the
+// test rewinds server 1 alone, so server 0's rows never come again.
+TEST_CASE("replication of rows: a copy emptied by a rewind answers DATA_LOSS until its primary's rows come again",
+          "[replication][sparse][recovery]") {
+  const ServerOptions o = Options(Mode::kSync, "rewind-data-loss");
+  CheckpointsOnDemand servers(o);
+  auto worker = servers.cluster.Worker(0, TableLayout());
+  RequireOk(worker->Init(Zeros(TableLayout())));  // writes the checkpoint of step 0
+  Step(*worker, 0);
+  ParameterServer& one = *servers.cluster.core(1);
+  const absl::StatusOr<RewindResult> rewound = one.Rewind(0, 1, {RestartedServer{0, 1}});
+  REQUIRE(rewound.ok());
+  REQUIRE(rewound->rewound);
+  ServerView failed;
+  failed.MarkFailed(0);
+  one.NoteView(failed);  // server 1 serves server 0's rows from now on
+  JobView view = o.job;
+  view.layout_hash = LayoutHash(TableLayout());
+  const absl::StatusOr<Registration> reg = one.Register(0, view, std::nullopt);
+  REQUIRE(reg.ok());
+  int64_t id = 0;
+  while (RowServer(id, 2) != 0) ++id;
+  std::optional<absl::Status> pulled;
+  one.PullRows(reg->session_id, 0, {SparseStore::Part{0, 1, 0}},
+               absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id)), absl::Now() + absl::Seconds(10),
+               [&](absl::StatusOr<std::vector<PulledRows>> rows) { pulled = rows.status(); });
+  REQUIRE(pulled.has_value());
+  CHECK(pulled->code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(pulled->message()), Catch::Contains("the rows of server 0 are lost"));
 }
 
 }  // namespace
