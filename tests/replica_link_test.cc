@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -105,6 +106,33 @@ class RecordingPeer final : public grpc::CallbackGenericService {
   absl::Notification released_;
 };
 
+// Every answer a link gives, in order.
+class Answers {
+ public:
+  std::function<void(absl::Status)> Done() {
+    return [this](absl::Status s) {
+      absl::MutexLock lock(&mu_);
+      all_.push_back(std::move(s));
+    };
+  }
+  std::vector<absl::Status> all() {
+    absl::MutexLock lock(&mu_);
+    return all_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<absl::Status> all_ ABSL_GUARDED_BY(mu_);
+};
+
+// A link from server 0 to `peer` as server 1.
+std::unique_ptr<GrpcReplicaLink> LinkTo(const RecordingPeer& peer, const ReplicaLinkOptions& options = {}) {
+  auto link = GrpcReplicaLink::Create(options);
+  REQUIRE(link.ok());
+  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
+  return *std::move(link);
+}
+
 ReplicaUpdate Update(int tensor, int64_t version) {
   return ReplicaUpdate{{tensor, 0}, version, std::make_shared<const std::vector<float>>(4, float(version)), {}, {}};
 }
@@ -112,47 +140,39 @@ ReplicaUpdate Update(int tensor, int64_t version) {
 TEST_CASE("replica link: a key updated again before its update left goes once, at its newest version",
           "[replication]") {
   RecordingPeer peer;
-  auto link = GrpcReplicaLink::Create(ReplicaLinkOptions{});
-  REQUIRE(link.ok());
-  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
-  absl::Mutex mu;
-  std::vector<absl::Status> answers;
-  auto done = [&](absl::Status s) {
-    absl::MutexLock lock(&mu);
-    answers.push_back(std::move(s));
-  };
-  (*link)->Send(0, 1, 0, {Update(7, 1)}, done);
+  auto link = LinkTo(peer);
+  Answers answers;
+  const auto done = answers.Done();
+  link->Send(0, 1, 0, {Update(7, 1)}, done);
   REQUIRE(peer.AwaitCalls(1));  // out, and held
-  (*link)->Send(0, 1, 0, {Update(7, 2), Update(8, 1)}, done);
-  (*link)->Send(0, 1, 0, {Update(7, 3)}, done);
-  (*link)->Send(0, 1, 0, {Update(9, 1), Update(9, 2)}, done);
+  link->Send(0, 1, 0, {Update(7, 2), Update(8, 1)}, done);
+  link->Send(0, 1, 0, {Update(7, 3)}, done);
+  link->Send(0, 1, 0, {Update(9, 1), Update(9, 2)}, done);
   peer.Release();
   REQUIRE(peer.AwaitCalls(2));
   const auto calls = peer.calls();
   CHECK(calls[0] == std::vector<KeyVersion>{{7, 1}});
   // Tensor 7 at version 2 is superseded by version 3, and 9 at 1 by 2.
   CHECK(calls[1] == std::vector<KeyVersion>{{8, 1}, {7, 3}, {9, 2}});
-  CHECK((*link)->UpdatesSuperseded() == 2);
-  link->reset();  // joins the sender: every answer is in
-  CHECK(answers.size() == 4);
-  for (const absl::Status& s : answers) CHECK(s.ok());
+  CHECK(link->UpdatesSuperseded() == 2);
+  link.reset();  // joins the sender: every answer is in
+  CHECK(answers.all().size() == 4);
+  for (const absl::Status& s : answers.all()) CHECK(s.ok());
   CHECK(calls.size() == 2);
 }
 
 TEST_CASE("replica link: updates of different keys all go, in order", "[replication]") {
   RecordingPeer peer;
-  auto link = GrpcReplicaLink::Create(ReplicaLinkOptions{});
-  REQUIRE(link.ok());
-  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
+  auto link = LinkTo(peer);
   absl::Notification answered;
-  (*link)->Send(0, 1, 0, {Update(1, 1)}, [](absl::Status) {});
+  link->Send(0, 1, 0, {Update(1, 1)}, [](absl::Status) {});
   REQUIRE(peer.AwaitCalls(1));
-  (*link)->Send(0, 1, 0, {Update(2, 1)}, [](absl::Status) {});
-  (*link)->Send(0, 1, 0, {Update(3, 1), Update(4, 1)}, [&](absl::Status) { answered.Notify(); });
+  link->Send(0, 1, 0, {Update(2, 1)}, [](absl::Status) {});
+  link->Send(0, 1, 0, {Update(3, 1), Update(4, 1)}, [&](absl::Status) { answered.Notify(); });
   peer.Release();
   REQUIRE(peer.AwaitCalls(2));
   CHECK(peer.calls()[1] == std::vector<KeyVersion>{{2, 1}, {3, 1}, {4, 1}});
-  CHECK((*link)->UpdatesSuperseded() == 0);
+  CHECK(link->UpdatesSuperseded() == 0);
   REQUIRE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
@@ -162,24 +182,20 @@ TEST_CASE("replica link: a copy larger than half the message limit goes in sever
   peer.Release();  // no call held
   ReplicaLinkOptions options;
   options.max_message_bytes = 64 << 10;  // a call carries 32 KB of values at most
-  auto link = GrpcReplicaLink::Create(options);
-  REQUIRE(link.ok());
-  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
+  auto link = LinkTo(peer, options);
   std::vector<ReplicaUpdate> copy;  // 40 keys of 4 KB: a joiner's whole copy, 160 KB
   for (int t = 0; t < 40; ++t) {
     copy.push_back(ReplicaUpdate{{static_cast<uint32_t>(t), 0}, 1, std::make_shared<const std::vector<float>>(1024, t),
                                  {}, {}});
   }
-  absl::Mutex mu;
-  std::vector<absl::Status> answers;
+  Answers answers;
   absl::Notification answered;
-  (*link)->Send(0, 1, 0, std::move(copy), [&](absl::Status s) {
-    absl::MutexLock lock(&mu);
-    answers.push_back(std::move(s));
+  link->Send(0, 1, 0, std::move(copy), [&, done = answers.Done()](absl::Status s) {
+    done(std::move(s));
     answered.Notify();
   });
   REQUIRE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  link->reset();  // joins the sender: every answer is in
+  link.reset();  // joins the sender: every answer is in
   const auto calls = peer.calls();
   size_t keys = 0;
   for (const auto& call : calls) {
@@ -188,9 +204,8 @@ TEST_CASE("replica link: a copy larger than half the message limit goes in sever
   }
   CHECK(keys == 40);
   CHECK(calls.size() >= 5);
-  absl::MutexLock lock(&mu);
-  REQUIRE(answers.size() == 1);
-  CHECK(answers[0].ok());
+  REQUIRE(answers.all().size() == 1);
+  CHECK(answers.all()[0].ok());
 }
 
 // A rewind: each call carries one timeline, the one its updates were
@@ -202,20 +217,14 @@ TEST_CASE("replica link: one timeline a call, and a peer that is rewinding is wa
   RecordingPeer peer;
   ReplicaLinkOptions options;
   options.failover_timeout = absl::Milliseconds(100);
-  auto link = GrpcReplicaLink::Create(options);
-  REQUIRE(link.ok());
-  (*link)->SetPeers({"127.0.0.1:1", peer.address()});
-  absl::Mutex mu;
-  std::vector<absl::Status> answers;
-  auto done = [&](absl::Status s) {
-    absl::MutexLock lock(&mu);
-    answers.push_back(std::move(s));
-  };
-  (*link)->Send(0, 1, 3, {Update(1, 1)}, done);
+  auto link = LinkTo(peer, options);
+  Answers answers;
+  const auto done = answers.Done();
+  link->Send(0, 1, 3, {Update(1, 1)}, done);
   REQUIRE(peer.AwaitCalls(1));  // out, and held
-  (*link)->Send(0, 1, 3, {Update(2, 1)}, done);
-  (*link)->Send(0, 1, 4, {Update(3, 1)}, done);
-  (*link)->Send(0, 1, 4, {Update(4, 1)}, done);
+  link->Send(0, 1, 3, {Update(2, 1)}, done);
+  link->Send(0, 1, 4, {Update(3, 1)}, done);
+  link->Send(0, 1, 4, {Update(4, 1)}, done);
   peer.AnswerOutOfRange(20);  // 20 answers 50 ms apart: 1 s, ten failover timeouts
   peer.Release();
   REQUIRE(peer.AwaitCalls(3));
@@ -223,10 +232,9 @@ TEST_CASE("replica link: one timeline a call, and a peer that is rewinding is wa
   CHECK(peer.timelines() == std::vector<int64_t>{3, 3, 4});
   CHECK(peer.calls()[1] == std::vector<KeyVersion>{{2, 1}});
   CHECK(peer.calls()[2] == std::vector<KeyVersion>{{3, 1}, {4, 1}});
-  link->reset();  // joins the sender: every answer is in
-  absl::MutexLock lock(&mu);
-  REQUIRE(answers.size() == 4);
-  for (const absl::Status& s : answers) CHECK(s.ok());
+  link.reset();  // joins the sender: every answer is in
+  REQUIRE(answers.all().size() == 4);
+  for (const absl::Status& s : answers.all()) CHECK(s.ok());
 }
 
 }  // namespace
