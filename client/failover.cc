@@ -96,18 +96,19 @@ void Failover::PushKeptAgain() {
 }
 
 void Failover::SetTimeline(int64_t timeline, int64_t step) {
-  if (timeline_.exchange(timeline) == timeline) return;
   absl::MutexLock lock(&mu_);
+  if (timeline_.exchange(timeline) == timeline) return;
   kept_.clear();
   last_step_ = step - 1;  // every step before the job's has been pushed
 }
 
 void Failover::Retain(int server, int acked_by, int64_t step, const CallSpec& spec,
-                      const ServerConnection::Attempt& attempt, bool rows) {
+                      const ServerConnection::Attempt& attempt, int64_t timeline, bool rows) {
   const int64_t keep = rows ? keep_steps_ + kExtraKeptRowSteps : keep_steps_;
-  RaiseTo(last_step_, step);
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&mu_);  // SetTimeline changes the timeline under it
+    if (timeline != timeline_) return;
+    RaiseTo(last_step_, step);
     const auto done_with = [&](const Kept& k) { return k.server == server && k.rows == rows && k.step <= step - keep; };
     kept_.erase(std::remove_if(kept_.begin(), kept_.end(), done_with), kept_.end());
     kept_.push_back(Kept{server, acked_by, step, rows, spec, attempt});

@@ -97,13 +97,16 @@ class Failover {
   // Pushes of rows (`rows`) are kept apart, for 2 steps more: a worker may
   // push a table's rows up to 2 steps ahead of the server's step there
   // (server/sparse/table_state.h, kSyncStepsAhead).
+  // `timeline`: the job's when the push was sent (timeline()); the answer
+  // to a push of a timeline the job has left since is not kept.
   void Retain(int server, int acked_by, int64_t step, const CallSpec& spec, const ServerConnection::Attempt& attempt,
-              bool rows = false);
+              int64_t timeline, bool rows = false);
   // The job's timeline and step, from this worker's registration (a server
   // live again is registered with on it). A new timeline (a rewind) drops
   // every kept push: they are of steps the job left behind, and pushed
   // again to a backup they would redo them there.
   void SetTimeline(int64_t timeline, int64_t step);
+  int64_t timeline() const { return timeline_.load(); }
   // Where this worker registers with a server live again: the step of its
   // latest acknowledged push (every earlier step's pushes are done: a sync
   // or ssp worker pushes a step only after pulling the one before), so that

@@ -257,7 +257,8 @@ void GrpcPsClient::SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shar
         answered_by->store(stub.server_id);
         SendRowsAttempt(*part, resp, stub, ctx, session, std::move(cb));
       },
-      [this, s, part, spec, answered_by, fanout, resp, finished = std::move(finished)](absl::Status st) {
+      [this, s, part, spec, answered_by, fanout, resp, finished = std::move(finished),
+       timeline = failover_ != nullptr ? failover_->timeline() : 0](absl::Status st) {
         // With replication: kept for the backup (the request owns its rows),
         // as dense pushes are (client/failover.h).
         if (st.ok() && failover_ != nullptr) {
@@ -266,7 +267,7 @@ void GrpcPsClient::SendRows(int s, std::shared_ptr<RowsPushPart> part, std::shar
               [part](Stub& stub, grpc::ClientContext* ctx, uint64_t session, std::function<void(grpc::Status)> cb) {
                 SendRowsAttempt(*part, std::make_shared<grpc::ByteBuffer>(), stub, ctx, session, std::move(cb));
               },
-              /*rows=*/true);
+              timeline, /*rows=*/true);
         }
         finished();
         fanout->Finish(st);

@@ -190,15 +190,15 @@ void GrpcPsClient::SendPush(std::shared_ptr<RawPush> req, absl::Time queued, std
   };
   connections_[req->server]->Call(
       spec, std::move(attempt),
-      [this, req, resp, spec, queued, sent, answered_by, finished = std::move(finished),
-       fanout = std::move(fanout)](absl::Status st) {
+      [this, req, resp, spec, queued, sent, answered_by, finished = std::move(finished), fanout = std::move(fanout),
+       timeline = failover_ != nullptr ? failover_->timeline() : 0](absl::Status st) {
         finished();  // first: the window's next request need not wait for the copy below
         // With replication: kept, as a copy (the caller may reuse its tensors
         // once this push is done), for the backup until a later step's push is
         // acknowledged.
         if (st.ok() && failover_ != nullptr) {
           failover_->Retain(req->server, answered_by->load(), req->header.step(), spec,
-                            RawPushAttempt(req->OwnedCopy(), std::make_shared<grpc::ByteBuffer>()));
+                            RawPushAttempt(req->OwnedCopy(), std::make_shared<grpc::ByteBuffer>()), timeline);
         }
         TraceTransfer("push", req->server, req->first_tensor, req->header.step(), req->bytes, queued, sent);
         fanout->Finish(st);

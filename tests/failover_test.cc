@@ -60,5 +60,27 @@ TEST_CASE("failover: a failure counts against the standing it was seen under", "
   }
 }
 
+// A rewind: the pushes a worker keeps for a failover are of steps the job
+// left behind, and are dropped when it lines up on the new timeline; an
+// answer to a push sent before (late) is not kept either, nor does it move
+// where the worker registers with a server live again.
+TEST_CASE("failover: a new timeline drops the kept pushes, and a late answer of the old one is not kept",
+          "[replication]") {
+  std::unique_ptr<Failover> owned = ThreeServers();
+  Failover& f = *owned;
+  f.SetTimeline(0, 0);
+  const ServerConnection::Attempt attempt = [](Stub&, grpc::ClientContext*, uint64_t,
+                                               std::function<void(grpc::Status)> done) { done(grpc::Status::OK); };
+  f.Retain(1, 1, 5, CallSpec{}, attempt, /*timeline=*/0);
+  CHECK(f.RevivalPoint().step == 5);
+  f.SetTimeline(1, 4);  // the job rewound to step 4
+  CHECK(f.RevivalPoint().step == 3);
+  CHECK(f.RevivalPoint().timeline == 1);
+  f.Retain(1, 1, 6, CallSpec{}, attempt, /*timeline=*/0);  // a late answer to a push of step 6 of timeline 0
+  CHECK(f.RevivalPoint().step == 3);
+  f.Retain(1, 1, 4, CallSpec{}, attempt, /*timeline=*/1);
+  CHECK(f.RevivalPoint().step == 4);
+}
+
 }  // namespace
 }  // namespace shardps
