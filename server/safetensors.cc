@@ -244,6 +244,7 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
         data_start + static_cast<size_t>(end) > bytes.size()) {
       return absl::DataLossError(absl::StrCat(path, ": tensor ", name, " has bad data offsets"));
     }
+    if (count == 0) continue;  // an empty vector's data() may be null: no memcpy of nothing
     if (tensor.is_int) {
       tensor.ints.resize(count);
       std::memcpy(tensor.ints.data(), bytes.data() + data_start + begin, count * 8);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,13 @@ struct Fixture {
     return store->Push(rank, step, 0, RowPayload{i, r, wire::DTYPE_FLOAT32});
   }
   // The pull's answer, or nullopt when it waits.
+  // (A pull that waits is answered later, after this returns: its answer
+  // goes where the callback owns it.)
   std::optional<absl::StatusOr<PulledRows>> Pull(int64_t step, std::vector<int64_t> ids) {
-    std::optional<absl::StatusOr<PulledRows>> got;
+    auto got = std::make_shared<std::optional<absl::StatusOr<PulledRows>>>();
     const std::string i = Bytes(ids);
-    store->Pull(0, step, 0, i, absl::InfiniteFuture(), [&](absl::StatusOr<PulledRows> r) { got = std::move(r); });
-    return got;
+    store->Pull(0, step, 0, i, absl::InfiniteFuture(), [got](absl::StatusOr<PulledRows> r) { *got = std::move(r); });
+    return *got;
   }
   std::vector<bool> required;
   int64_t min_clock = 0;

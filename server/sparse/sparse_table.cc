@@ -170,7 +170,7 @@ void SparseTable::Put(int64_t id, const float* row, const float* slots) {
   float* dst = RowOf(s, id);
   if (is_new) created_.fetch_sub(1, std::memory_order_relaxed);  // restored, not created
   std::memcpy(dst, row, spec_.dim * sizeof(float));
-  std::memcpy(dst + spec_.dim, slots, slots_ * sizeof(float));
+  if (slots_ > 0) std::memcpy(dst + spec_.dim, slots, slots_ * sizeof(float));  // SGD's `slots` may be null
 }
 
 void SparseTable::Export(const int64_t* ids, size_t n, float* out, int32_t* admission) {
