@@ -1,5 +1,7 @@
 #include "common/layout.h"
 
+#include <limits>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -9,8 +11,13 @@
 namespace shardps {
 
 int64_t TensorSpec::NumElements() const {
+  // Saturating: dims from a peer or a file may multiply past int64.
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (d < 0) return -1;
+    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d) return std::numeric_limits<int64_t>::max();
+    n *= d;
+  }
   return n;
 }
 

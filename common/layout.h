@@ -17,6 +17,7 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> dims;
 
+  // The product of dims; -1 with a negative dim, INT64_MAX past it.
   int64_t NumElements() const;
   bool operator==(const TensorSpec& other) const {
     return name == other.name && dims == other.dims;

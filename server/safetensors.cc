@@ -237,9 +237,17 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
   if (!parsed.ok()) return absl::DataLossError(absl::StrCat(path, ": ", parsed.message()));
   for (auto& [name, tensor] : file.tensors) {
     const auto [begin, end] = offsets[name];
-    int64_t count = 1;
-    for (int64_t d : tensor.shape) count *= d;
+    // The shape's product, held to what the file can hold: a damaged
+    // header's shape must not overflow or allocate past the file.
     const int64_t width = tensor.is_int ? 8 : 4;
+    const int64_t most = static_cast<int64_t>(bytes.size()) / width;
+    int64_t count = 1;
+    for (int64_t d : tensor.shape) {
+      if (d < 0 || (d > 0 && count > most / d)) {
+        return absl::DataLossError(absl::StrCat(path, ": tensor ", name, " has a shape larger than the file"));
+      }
+      count *= d;
+    }
     if (begin < 0 || end < begin || (end - begin) != count * width ||
         data_start + static_cast<size_t>(end) > bytes.size()) {
       return absl::DataLossError(absl::StrCat(path, ": tensor ", name, " has bad data offsets"));

@@ -52,12 +52,17 @@ std::string FileWithHeader(const std::string& header) {
   return path;
 }
 
-TEST_CASE("a header with a bad escape or a bad number: DATA_LOSS, not an exception", "[checkpoint]") {
+TEST_CASE("a header with a bad escape, a bad number or a shape past the file: DATA_LOSS, not an exception",
+          "[checkpoint]") {
   const std::string good = R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})";
   REQUIRE(ReadSafetensors(FileWithHeader(good)).ok());  // the control
   for (const std::string& bad : {std::string(R"({"\uZZZZ":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})"),
                                  std::string(R"({"a":{"dtype":"F32","shape":[-],"data_offsets":[0,12]}})"),
-                                 std::string(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,1-2]}})")}) {
+                                 std::string(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,1-2]}})"),
+                                 // a shape whose product wraps to 0 (2^31 x 2^31 x 4 bytes), and one past the file
+                                 std::string(R"({"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})"),
+                                 std::string(R"({"a":{"dtype":"F32","shape":[1099511627776],"data_offsets":[0,12]}})"),
+                                 std::string(R"({"a":{"dtype":"F32","shape":[-3],"data_offsets":[0,12]}})")}) {
     INFO(bad);
     absl::StatusOr<SafetensorsFile> read = ReadSafetensors(FileWithHeader(bad));
     CHECK(read.status().code() == absl::StatusCode::kDataLoss);
