@@ -18,8 +18,10 @@ ShardCheckpointer::ShardCheckpointer(const ServerOptions& options, std::unique_p
 std::vector<int64_t> ShardCheckpointer::Steps() const { return store_ ? store_->Steps() : std::vector<int64_t>{}; }
 
 void ShardCheckpointer::Attach(const KeyTable* table, int64_t step, int64_t timeline, bool write_now) {
+  absl::MutexLock lock(&tables_mu_);
   capture_.Cancel();
   tables_target_ = StepCapture::kNone;
+  pending_keys_.reset();
   table_ = table;
   last_step_ = step;
   if (enabled() && write_now) (void)Write(step, table->Capture(), timeline);
@@ -73,8 +75,39 @@ void ShardCheckpointer::Tick(int64_t timeline) {
   }
   if (options_.job.mode != Mode::kSync) return TickByClock(time_due, timeline);
   if (table_.load()->size() == 0 && tables_step_ && tables_step_() >= 0) return TickSyncTables(time_due, timeline);
-  if (auto complete = capture_.TakeComplete()) (void)Write(complete->first, std::move(complete->second), timeline);
+  absl::MutexLock lock(&tables_mu_);
+  if (auto complete = capture_.TakeComplete()) pending_keys_ = std::move(complete);
+  if (pending_keys_) {
+    if (!WriteWithTables(pending_keys_->first, pending_keys_->second, timeline)) return;  // tables still coming
+    pending_keys_.reset();
+  }
   TickSync(time_due);
+}
+
+bool ShardCheckpointer::TablesAt(const std::vector<TableSnapshot>& tables, int64_t step) {
+  for (const TableSnapshot& t : tables) {
+    if (t.version != step) return false;
+  }
+  return true;
+}
+
+bool ShardCheckpointer::WriteWithTables(int64_t step, std::vector<KeySnapshot>& keys, int64_t timeline) {
+  // The keys hold `step` exactly; the tables must too. A worker pushes a
+  // step's rows after its dense gradients, so the tables may still be a
+  // step behind: wait for them (their capture is armed at `step`).
+  if (!capture_tables_ || !tables_step_ || tables_step_() < 0) {
+    (void)Write(step, std::move(keys), timeline);
+    return true;
+  }
+  if (tables_step_() < step) return false;
+  std::vector<TableSnapshot> tables = capture_tables_(step);
+  if (!TablesAt(tables, step)) {
+    spdlog::warn("checkpoint of step {} skipped: a sparse table was already past it", step);
+    last_step_ = step;
+    return true;
+  }
+  (void)Write(step, std::move(keys), timeline, std::move(tables));
+  return true;
 }
 
 void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
@@ -87,8 +120,15 @@ void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
     arm_tables_(next);
   }
   if (at >= tables_target_) {
-    (void)Write(tables_target_, {}, timeline);
+    const int64_t step = tables_target_;
     tables_target_ = StepCapture::kNone;
+    std::vector<TableSnapshot> tables = capture_tables_(step);
+    if (!TablesAt(tables, step)) {  // a table was past the step when it was armed
+      spdlog::warn("checkpoint of step {} skipped: a sparse table was already past it", step);
+      last_step_ = step;
+      return;
+    }
+    (void)Write(step, {}, timeline, std::move(tables));
   }
 }
 
@@ -130,24 +170,33 @@ absl::StatusOr<std::string> ShardCheckpointer::WriteNow(int64_t timeline) {
     if (k.version != keys.front().version) return HalfWay();
   }
   const int64_t step = keys.empty() ? 0 : keys.front().version;
-  return Write(step, std::move(keys), timeline);
+  if (!capture_tables_ || !tables_step_ || tables_step_() < 0) return Write(step, std::move(keys), timeline);
+  // Keys and tables: every table at the keys' step too, and never while
+  // Tick takes a checkpoint (CaptureAt would take the snapshots it holds).
+  absl::MutexLock lock(&tables_mu_);
+  if (absl::Status busy = CaptureUnderWay(); !busy.ok()) return busy;
+  std::vector<TableSnapshot> tables = capture_tables_(step);
+  if (!TablesAt(tables, step)) return HalfWay();
+  return Write(step, std::move(keys), timeline, std::move(tables));
 }
 
 absl::StatusOr<std::string> ShardCheckpointer::WriteTablesNow(int64_t timeline) {
-  // Labelled by the tables' step, as TickSyncTables does, not step 0; never
-  // while TickSyncTables has a capture armed (CaptureAt would take the
-  // snapshots it holds for its step).
+  // Labelled by the tables' step, as TickSyncTables does, not step 0.
   absl::MutexLock lock(&tables_mu_);
-  if (tables_target_ != StepCapture::kNone) {
-    return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is taking the checkpoint of step ",
-                                               tables_target_.load(), "; try again"));
-  }
+  if (absl::Status busy = CaptureUnderWay(); !busy.ok()) return busy;
   const int64_t step = tables_step_();
   std::vector<TableSnapshot> tables = capture_tables_(step);
-  for (const TableSnapshot& t : tables) {
-    if (t.version != step) return HalfWay();
-  }
+  if (!TablesAt(tables, step)) return HalfWay();
   return Write(step, {}, timeline, std::move(tables));
+}
+
+absl::Status ShardCheckpointer::CaptureUnderWay() const {
+  int64_t step = tables_target_;
+  if (step == StepCapture::kNone) step = capture_.target();
+  if (step == StepCapture::kNone && pending_keys_) step = pending_keys_->first;
+  if (step == StepCapture::kNone) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is taking the checkpoint of step ", step,
+                                             "; try again"));
 }
 
 absl::Status ShardCheckpointer::HalfWay() const {

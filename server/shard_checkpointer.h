@@ -90,7 +90,15 @@ class ShardCheckpointer {
   absl::StatusOr<std::string> Write(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline,
                                     std::optional<std::vector<TableSnapshot>> tables = std::nullopt);
   // WriteNow for a sync shard of rows and no dense keys.
-  absl::StatusOr<std::string> WriteTablesNow(int64_t timeline);
+  absl::StatusOr<std::string> WriteTablesNow(int64_t timeline) ABSL_LOCKS_EXCLUDED(tables_mu_);
+  // Sync: writes the checkpoint of `step` from `keys` and the tables'
+  // snapshots of it; false (nothing done) while a table is still behind
+  // `step`. A table past it skips the checkpoint (logged).
+  bool WriteWithTables(int64_t step, std::vector<KeySnapshot>& keys, int64_t timeline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
+  static bool TablesAt(const std::vector<TableSnapshot>& tables, int64_t step);
+  // UNAVAILABLE naming the step while Tick takes a checkpoint.
+  absl::Status CaptureUnderWay() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
   absl::Status HalfWay() const;  // UNAVAILABLE: keys or tables at different steps
   // async and ssp: the slowest live worker's clock (the largest when none is live).
   int64_t WorkerStep();
@@ -111,7 +119,11 @@ class ShardCheckpointer {
   TableCapture capture_tables_;
   TableStep tables_step_;
   std::atomic<int64_t> tables_target_{StepCapture::kNone};  // keyless sync shard: the step armed
-  absl::Mutex tables_mu_;  // keyless sync shard: one capture of tables at a time (Tick, WriteNow)
+  // One capture of tables at a time (Tick, WriteNow, Attach).
+  mutable absl::Mutex tables_mu_;
+  // Sync with keys and tables: the keys' snapshot of a step whose tables
+  // have not all reached it yet (Tick writes it once they have).
+  std::optional<std::pair<int64_t, std::vector<KeySnapshot>>> pending_keys_ ABSL_GUARDED_BY(tables_mu_);
   std::atomic<const KeyTable*> table_{nullptr};
   std::atomic<int64_t> last_step_{-1};
   absl::Mutex mu_;

@@ -3,8 +3,8 @@
 // this server whatever the server count the checkpoint came from; the merge
 // tool writes "<table>.ids" and "<table>.rows"; a checkpoint resharded
 // for another server count holds the same model; a restore empties each
-// table in place; a sync server of rows only labels a checkpoint on demand
-// by its tables' step. A real server restarted
+// table in place. Sync checkpoints of a cluster's tables:
+// tests/table_checkpoint_sync_test.cc. A real server restarted
 // after SIGKILL: tests/table_restart_test.cc.
 #include <catch2/catch.hpp>
 
@@ -21,7 +21,6 @@
 #include "server/safetensors.h"
 #include "server/shard_checkpoint.h"
 #include "server/sparse/sparse_store.h"
-#include "tests/checkpoints_on_demand.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
@@ -199,47 +198,6 @@ TEST_CASE("a restore onto another server count keeps the rows that hash to each 
     }
   }
   CHECK(held == ids.size());
-}
-
-// A sync server with rows and no dense key: its checkpoint on demand (and
-// at shutdown) is labelled by the tables' step, as its periodic ones are,
-// not as step 0 (which would have put trained rows under the job's first
-// checkpoint, the one a rewind to step 0 reads).
-TEST_CASE("sync: a checkpoint on demand of a server of rows only is labelled by the tables' step",
-          "[checkpoint][sparse]") {
-  ServerOptions o = SyncOptions(2, 1);
-  o.checkpoint_dir = TempDir("rows-only-now");
-  o.checkpoint_every_steps = 100;  // none is due: only the Init's and the one asked for
-  o.checkpoint_on_shutdown = false;
-  CheckpointsOnDemand servers(o);
-  Layout layout;
-  layout.tensors.push_back({"bias", {1}});  // one key, on one server
-  layout.tables.push_back(Table(RowOptimizerKind::kSgd));
-  auto worker = servers.cluster.Worker(0, layout);
-  REQUIRE(worker->Init(Zeros(layout)).ok());
-  const int keyless = servers.cluster.core(0)->Stats().num_keys == 0 ? 0 : 1;
-  REQUIRE(servers.cluster.core(keyless)->Stats().num_keys == 0);
-  int64_t id = 0;
-  while (RowServer(id, 2) != keyless) ++id;
-  const std::vector<float> grad(4, 1.0f);
-  const float bias_grad = 1.0f;
-  for (int step = 0; step < 3; ++step) {
-    REQUIRE(worker->Push(step, {{0, &bias_grad}}).ok());
-    REQUIRE(worker->PushRows(step, 0, &id, 1, grad.data()).ok());
-  }
-  std::vector<float> row(4);
-  REQUIRE(worker->PullRows(3, 0, &id, 1, row.data()).ok());  // every step applied
-  const absl::StatusOr<std::string> path = servers.cluster.core(keyless)->CheckpointNow();
-  INFO(path.status().ToString());
-  REQUIRE(path.ok());
-  absl::StatusOr<ShardSnapshot> shard = ReadShardCheckpoint(*path);
-  REQUIRE(shard.ok());
-  CHECK(shard->step == 3);
-  REQUIRE(shard->tables.size() == 1);
-  CHECK(shard->tables[0].version == 3);
-  CHECK(shard->tables[0].ids == std::vector<int64_t>{id});
-  const std::vector<int64_t> steps = servers.cluster.core(keyless)->Stats().checkpoint_steps;
-  CHECK(steps == std::vector<int64_t>{0, 3});  // step 0's checkpoint is still the Init's
 }
 
 TEST_CASE("the merge tool writes a table as <table>.ids and <table>.rows", "[checkpoint][sparse]") {
