@@ -37,6 +37,10 @@ absl::Status ValidateOptions(const ServerOptions& o) {
   }
   if (o.worker_timeout <= absl::ZeroDuration()) return bad("worker_timeout must be positive");
   if (o.checkpoint_every_steps < 0) return bad("checkpoint_every_steps must be >= 0");
+  if (!o.checkpoint_dir.empty() && j.mode != Mode::kAsync && o.checkpoints_to_keep < 2) {
+    return bad("checkpoints_to_keep is ", o.checkpoints_to_keep, "; a sync or ssp job keeps at least 2 (a rewind needs "
+               "a step every server still holds, and a crash may come while they write the next)");
+  }
   if (o.row_admit_count < 0) return bad("row_admit_count is ", o.row_admit_count, "; want >= 0");
   if (o.row_ttl_steps < 0) return bad("row_ttl_steps is ", o.row_ttl_steps, "; want >= 0 (0: keep every row)");
   if (absl::StatusOr<ReplicaMap> replicas = ReplicaMap::Build(j.num_servers, j.replicas); !replicas.ok()) {

@@ -90,7 +90,7 @@ ABSL_FLAG(int64_t, checkpoint_every, 0,
           "goes back at most this far.");
 ABSL_FLAG(absl::Duration, checkpoint_every_seconds, absl::ZeroDuration(),
           "Write a checkpoint at this interval, e.g. 60s (0: not by time).");
-ABSL_FLAG(int, checkpoints_to_keep, 2, "Checkpoints kept on disk, newest first (at least 2 for rewinds).");
+ABSL_FLAG(int, checkpoints_to_keep, 2, "Checkpoints kept on disk, newest first (at least 2 in sync and ssp, for rewinds).");
 ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(30),
           "A worker silent for longer is declared dead and sync steps go on without it.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2), "Heartbeat interval told to workers.");

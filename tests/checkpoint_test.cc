@@ -187,6 +187,21 @@ ShardSnapshot ShardOfStep(int64_t step) {
   return shard;
 }
 
+TEST_CASE("a sync or ssp server keeps at least 2 checkpoints; async may keep 1", "[checkpoint]") {
+  ManualClock clock;
+  ServerOptions o = SyncOptions(1, 1);
+  o.checkpoint_dir = TempDir("keep-one");
+  o.checkpoints_to_keep = 1;
+  for (Mode mode : {Mode::kSync, Mode::kSsp}) {
+    o.job.mode = mode;
+    absl::StatusOr<std::unique_ptr<ParameterServer>> refused = ParameterServer::Create(o, &clock);
+    REQUIRE(refused.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(refused.status().message()), Catch::Contains("checkpoints_to_keep is 1"));
+  }
+  o.job.mode = Mode::kAsync;
+  CHECK(ParameterServer::Create(o, &clock).ok());
+}
+
 TEST_CASE("the checkpoint store keeps the newest two steps and drops an abandoned timeline", "[checkpoint]") {
   const std::string dir = TempDir("store") + "/not/yet/there";  // created on open
   auto store = CheckpointStore::Open(dir, 0, 1, /*keep=*/2);
