@@ -72,6 +72,14 @@ absl::StatusOr<ShardSnapshot> CheckpointStore::Read(int64_t step) const {
   return shard;
 }
 
+std::string CheckpointStore::SetAside(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  const std::string to = PathOf(step) + ".damaged";
+  std::error_code ignored;
+  std::filesystem::rename(PathOf(step), to, ignored);
+  return to;
+}
+
 void CheckpointStore::DiscardAfter(int64_t step) {
   absl::MutexLock lock(&mu_);
   for (int64_t s : ListCheckpointSteps(dir_, server_id_, num_servers_)) {

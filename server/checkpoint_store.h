@@ -36,6 +36,10 @@ class CheckpointStore {
   // Deletes the checkpoints of steps after `step`: they belong to training
   // that a rewind abandoned.
   void DiscardAfter(int64_t step);
+  // Renames the checkpoint of `step` to its path + ".damaged" (it does not
+  // decode): no longer one of Steps(), kept for a person to look at.
+  // Returns the new path.
+  std::string SetAside(int64_t step);
 
   const std::string& dir() const { return dir_; }
 

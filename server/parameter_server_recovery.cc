@@ -246,7 +246,7 @@ absl::Status ParameterServerImpl::Restore() {
     if (checkpointer_.enabled()) spdlog::info("--join: not restoring a checkpoint; the running job's servers copy this one its keys");
     return absl::OkStatus();
   }
-  absl::StatusOr<ShardSnapshot> shard = checkpointer_.Read(std::nullopt);
+  absl::StatusOr<ShardSnapshot> shard = checkpointer_.ReadNewestGood();
   if (absl::IsNotFound(shard.status())) {
     if (checkpointer_.enabled()) spdlog::info("no checkpoint yet: {}; starting fresh", std::string(shard.status().message()));
     return absl::OkStatus();

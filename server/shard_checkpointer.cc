@@ -203,6 +203,20 @@ absl::Status ShardCheckpointer::HalfWay() const {
   return absl::UnavailableError(absl::StrCat("server ", options_.server_id, " is half way through a sync step; try again"));
 }
 
+absl::StatusOr<ShardSnapshot> ShardCheckpointer::ReadNewestGood() {
+  if (!enabled()) return absl::NotFoundError("checkpoints are off (no --checkpoint_dir)");
+  const std::vector<int64_t> steps = store_->Steps();
+  if (steps.empty()) return absl::NotFoundError(absl::StrCat("no checkpoint in ", store_->dir()));
+  for (size_t i = steps.size(); i-- > 0;) {
+    absl::StatusOr<ShardSnapshot> shard = Read(steps[i]);
+    if (!absl::IsDataLoss(shard.status()) || i == 0) return shard;  // the oldest damaged too: refuse to start
+    const std::string aside = store_->SetAside(steps[i]);
+    spdlog::error("the checkpoint of step {} does not decode ({}); set aside as {}; restoring the one of step {}",
+                  steps[i], std::string(shard.status().message()), aside, steps[i - 1]);
+  }
+  return absl::NotFoundError(absl::StrCat("no checkpoint in ", store_->dir()));
+}
+
 absl::StatusOr<ShardSnapshot> ShardCheckpointer::Read(std::optional<int64_t> step) const {
   if (!enabled()) return absl::NotFoundError("checkpoints are off (no --checkpoint_dir)");
   if (!step) {

@@ -82,6 +82,10 @@ class ShardCheckpointer {
   // when there is none), checked to come from a job configured like this
   // one (FAILED_PRECONDITION naming the field otherwise).
   absl::StatusOr<ShardSnapshot> Read(std::optional<int64_t> step) const;
+  // At start: the newest checkpoint that decodes. One that does not
+  // (DATA_LOSS: damaged on disk) is set aside (".damaged") and the one
+  // before it tried; DATA_LOSS when the oldest does not decode either.
+  absl::StatusOr<ShardSnapshot> ReadNewestGood();
   // Drops checkpoints after `step` and any capture under way (a rewind).
   void DiscardAfter(int64_t step);
 

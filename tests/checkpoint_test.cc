@@ -18,6 +18,7 @@
 #include "server/shard_checkpoint.h"
 #include "server/step_capture.h"
 #include "tests/server_process.h"
+#include "tests/checkpoints_on_demand.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
@@ -185,6 +186,28 @@ ShardSnapshot ShardOfStep(int64_t step) {
   shard.optimizer = "sgd";
   shard.step = step;
   return shard;
+}
+
+// A checkpoint damaged on disk (writes are atomic: not by a crash) does not
+// stop a restart while an older one is there: it is set aside and that one
+// restored (here step 2; the job then rewinds to it).
+TEST_CASE("a damaged newest checkpoint is set aside at start, and the one before it restored", "[checkpoint]") {
+  const std::string dir = TempDir("damaged-newest");
+  CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 1, 1, dir));
+  auto worker = servers.cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  for (int step = 0; step < 4; ++step) {
+    REQUIRE(PushAll(*worker, step, Filled(1)).ok());
+    if (step == 1) REQUIRE(servers.Reach(1, 2));
+  }
+  REQUIRE(servers.Reach(1, 4));
+  const std::string newest = ShardCheckpointPath(dir, 0, 1, 4);
+  std::filesystem::resize_file(newest, 100);  // cut short
+  servers.cluster.Restart(0);
+  const ServerStats st = servers.cluster.core(0)->Stats();
+  CHECK(st.checkpoint_steps == std::vector<int64_t>{2});
+  CHECK(st.max_version == 2);
+  CHECK(std::filesystem::exists(newest + ".damaged"));
 }
 
 TEST_CASE("a sync or ssp server keeps at least 2 checkpoints; async may keep 1", "[checkpoint]") {
