@@ -247,6 +247,17 @@ absl::Status ParameterServerImpl::Restore() {
     return absl::OkStatus();
   }
   absl::StatusOr<ShardSnapshot> shard = checkpointer_.ReadNewestGood();
+  if (absl::IsNotFound(shard.status()) && checkpointer_.enabled()) {
+    // None of this job's server count, but another's: starting fresh would
+    // silently drop the trained model.
+    if (const std::string other = CheckpointOfOtherServerCount(options_.checkpoint_dir, options_.job.num_servers);
+        !other.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--checkpoint_dir ", options_.checkpoint_dir, " holds checkpoints of a job of another server count (", other,
+          ") and none of ", options_.job.num_servers, " servers: reshard them (shardps_ckpt reshard), or give "
+          "another directory to start afresh"));
+    }
+  }
   if (absl::IsNotFound(shard.status())) {
     if (checkpointer_.enabled()) spdlog::info("no checkpoint yet: {}; starting fresh", std::string(shard.status().message()));
     return absl::OkStatus();

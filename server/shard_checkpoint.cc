@@ -57,6 +57,23 @@ std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_s
   return absl::StrCat(dir, "/shard-", server_id, "-of-", num_servers, "-step-", step, ".safetensors");
 }
 
+std::string CheckpointOfOtherServerCount(const std::string& dir, int num_servers) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    absl::string_view rest = name;
+    if (!absl::ConsumePrefix(&rest, "shard-") || !absl::ConsumeSuffix(&rest, ".safetensors")) continue;
+    const size_t of = rest.find("-of-"), step = rest.find("-step-");
+    int servers = 0;
+    if (of == absl::string_view::npos || step == absl::string_view::npos || step < of ||
+        !absl::SimpleAtoi(rest.substr(of + 4, step - of - 4), &servers)) {
+      continue;
+    }
+    if (servers != num_servers) return name;
+  }
+  return "";
+}
+
 std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int server_id, int num_servers) {
   const std::string prefix = absl::StrCat("shard-", server_id, "-of-", num_servers, "-step-");
   constexpr absl::string_view kSuffix = ".safetensors";

@@ -51,6 +51,10 @@ std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_s
 // when there are none or `dir` does not exist.
 std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int server_id, int num_servers);
 
+// The name of a checkpoint file in `dir` of a job of another server count
+// than `num_servers` (the first found), or "" when there is none.
+std::string CheckpointOfOtherServerCount(const std::string& dir, int num_servers);
+
 // Atomic (temporary file, fsync, rename).
 absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& shard);
 

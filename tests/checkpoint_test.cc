@@ -210,6 +210,24 @@ TEST_CASE("a damaged newest checkpoint is set aside at start, and the one before
   CHECK(std::filesystem::exists(newest + ".damaged"));
 }
 
+// A job restarted with another --num_servers finds none of its own
+// checkpoints but another count's: refused, not started afresh (which
+// would drop the trained model); resharded files of its own count are used.
+TEST_CASE("checkpoints of another server count only: refused at start, naming the file and the tool",
+          "[checkpoint]") {
+  const std::string dir = TempDir("other-count");
+  std::ofstream(ShardCheckpointPath(dir, 0, 3, 8)) << "x";
+  ManualClock clock;
+  ServerOptions o = SyncOptions(2, 1);
+  o.checkpoint_dir = dir;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> refused = ParameterServer::Create(o, &clock);
+  REQUIRE(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("shard-0-of-3-step-8.safetensors"));
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("shardps_ckpt reshard"));
+  o.checkpoint_dir = TempDir("own-count");  // a directory of none: starts afresh
+  CHECK(ParameterServer::Create(o, &clock).ok());
+}
+
 TEST_CASE("a sync or ssp server keeps at least 2 checkpoints; async may keep 1", "[checkpoint]") {
   ManualClock clock;
   ServerOptions o = SyncOptions(1, 1);
