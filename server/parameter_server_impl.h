@@ -238,7 +238,8 @@ class ParameterServerImpl final : public ParameterServer {
   // After a rewind: every row this server serves, whole, to its next copy
   // (which emptied its copy of them in its own rewind).
   void CopyRowsToBackups();
-  // While joining: the rows of `primary` have all been copied here.
+  // The rows of `primary` have all been copied here (while joining, or
+  // after a rewind: rows_recopy_due_).
   void NoteRowsCopied(int primary);
   // While joining: marks this server live once every key and every
   // primary's rows have been copied here (once per join).

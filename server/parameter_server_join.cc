@@ -175,6 +175,7 @@ void ParameterServerImpl::CopyRowsToBackups() {
 void ParameterServerImpl::NoteRowsCopied(int primary) {
   {
     absl::MutexLock lock(&rows_copy_mu_);
+    rows_recopy_due_.erase(primary);  // after a rewind
     auto it = std::find(rows_to_copy_.begin(), rows_to_copy_.end(), primary);
     if (it == rows_to_copy_.end()) return;
     rows_to_copy_.erase(it);

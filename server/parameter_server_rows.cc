@@ -171,10 +171,6 @@ absl::Status ParameterServerImpl::ApplyRowsReplica(int from, int64_t timeline, c
                                                             " does not back up for it")));
     }
     if (r.copy_done) {
-      {
-        absl::MutexLock lock(&rows_copy_mu_);
-        rows_recopy_due_.erase(r.primary);
-      }
       NoteRowsCopied(r.primary);
       continue;
     }

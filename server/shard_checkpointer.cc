@@ -74,7 +74,7 @@ void ShardCheckpointer::Tick(int64_t timeline) {
     time_due = clock_->Now() - last_write_ >= options_.checkpoint_every_interval;
   }
   if (options_.job.mode != Mode::kSync) return TickByClock(time_due, timeline);
-  if (table_.load()->size() == 0 && tables_step_ && tables_step_() >= 0) return TickSyncTables(time_due, timeline);
+  if (table_.load()->size() == 0 && HasTables()) return TickSyncTables(time_due, timeline);
   absl::MutexLock lock(&tables_mu_);
   if (auto complete = capture_.TakeComplete()) pending_keys_ = std::move(complete);
   if (pending_keys_) {
@@ -91,23 +91,29 @@ bool ShardCheckpointer::TablesAt(const std::vector<TableSnapshot>& tables, int64
   return true;
 }
 
+bool ShardCheckpointer::HasTables() const { return capture_tables_ && tables_step_ && tables_step_() >= 0; }
+
 bool ShardCheckpointer::WriteWithTables(int64_t step, std::vector<KeySnapshot>& keys, int64_t timeline) {
   // The keys hold `step` exactly; the tables must too. A worker pushes a
   // step's rows after its dense gradients, so the tables may still be a
   // step behind: wait for them (their capture is armed at `step`).
-  if (!capture_tables_ || !tables_step_ || tables_step_() < 0) {
+  if (!HasTables()) {
     (void)Write(step, std::move(keys), timeline);
     return true;
   }
   if (tables_step_() < step) return false;
+  WriteSyncStep(step, std::move(keys), timeline);
+  return true;
+}
+
+void ShardCheckpointer::WriteSyncStep(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline) {
   std::vector<TableSnapshot> tables = capture_tables_(step);
-  if (!TablesAt(tables, step)) {
+  if (!TablesAt(tables, step)) {  // a table was past the step when its capture was armed
     spdlog::warn("checkpoint of step {} skipped: a sparse table was already past it", step);
     last_step_ = step;
-    return true;
+    return;
   }
   (void)Write(step, std::move(keys), timeline, std::move(tables));
-  return true;
 }
 
 void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
@@ -122,13 +128,7 @@ void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
   if (at >= tables_target_) {
     const int64_t step = tables_target_;
     tables_target_ = StepCapture::kNone;
-    std::vector<TableSnapshot> tables = capture_tables_(step);
-    if (!TablesAt(tables, step)) {  // a table was past the step when it was armed
-      spdlog::warn("checkpoint of step {} skipped: a sparse table was already past it", step);
-      last_step_ = step;
-      return;
-    }
-    (void)Write(step, {}, timeline, std::move(tables));
+    WriteSyncStep(step, {}, timeline);
   }
 }
 
@@ -165,12 +165,12 @@ absl::StatusOr<std::string> ShardCheckpointer::WriteNow(int64_t timeline) {
   if (!enabled() || table == nullptr) return absl::FailedPreconditionError("checkpoints are off or nothing to checkpoint");
   std::vector<KeySnapshot> keys = table->Capture();
   if (options_.job.mode != Mode::kSync) return Write(WorkerStep(), std::move(keys), timeline);
-  if (keys.empty() && tables_step_ && tables_step_() >= 0) return WriteTablesNow(timeline);
+  if (keys.empty() && HasTables()) return WriteTablesNow(timeline);
   for (const KeySnapshot& k : keys) {
     if (k.version != keys.front().version) return HalfWay();
   }
   const int64_t step = keys.empty() ? 0 : keys.front().version;
-  if (!capture_tables_ || !tables_step_ || tables_step_() < 0) return Write(step, std::move(keys), timeline);
+  if (!HasTables()) return Write(step, std::move(keys), timeline);
   // Keys and tables: every table at the keys' step too, and never while
   // Tick takes a checkpoint (CaptureAt would take the snapshots it holds).
   absl::MutexLock lock(&tables_mu_);

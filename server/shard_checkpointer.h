@@ -100,7 +100,13 @@ class ShardCheckpointer {
   // `step`. A table past it skips the checkpoint (logged).
   bool WriteWithTables(int64_t step, std::vector<KeySnapshot>& keys, int64_t timeline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
+  // Sync: the checkpoint of `step` with each table's snapshot of it;
+  // skipped (logged) when a table was already past it.
+  void WriteSyncStep(int64_t step, std::vector<KeySnapshot> keys, int64_t timeline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
   static bool TablesAt(const std::vector<TableSnapshot>& tables, int64_t step);
+  // Whether the shard holds sparse tables (CaptureTablesWith, and the layout has some).
+  bool HasTables() const;
   // UNAVAILABLE naming the step while Tick takes a checkpoint.
   absl::Status CaptureUnderWay() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
   absl::Status HalfWay() const;  // UNAVAILABLE: keys or tables at different steps
