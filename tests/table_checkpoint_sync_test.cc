@@ -11,21 +11,12 @@
 
 #include "server/shard_checkpoint.h"
 #include "tests/checkpoints_on_demand.h"
+#include "tests/sparse_test_rows.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
 namespace shardps::testing {
 namespace {
-
-TableSpec Table(RowOptimizerKind kind) {
-  TableSpec t;
-  t.name = "emb";
-  t.dim = 4;
-  t.init_scale = 0.1f;
-  t.optimizer = kind;
-  t.lr = 0.1f;
-  return t;
-}
 
 // A sync server with rows and no dense key: its checkpoint on demand (and
 // at shutdown) is labelled by the tables' step, as its periodic ones are,
@@ -40,7 +31,7 @@ TEST_CASE("sync: a checkpoint on demand of a server of rows only is labelled by 
   CheckpointsOnDemand servers(o);
   Layout layout;
   layout.tensors.push_back({"bias", {1}});  // one key, on one server
-  layout.tables.push_back(Table(RowOptimizerKind::kSgd));
+  layout.tables.push_back(ExactSpec(RowOptimizerKind::kSgd, 4));
   auto worker = servers.cluster.Worker(0, layout);
   REQUIRE(worker->Init(Zeros(layout)).ok());
   const int keyless = servers.cluster.core(0)->Stats().num_keys == 0 ? 0 : 1;
@@ -80,7 +71,7 @@ TEST_CASE("sync: a checkpoint's sparse tables hold its step, though their rows c
   o.checkpoint_on_shutdown = false;
   CheckpointsOnDemand servers(o);
   Layout layout = SmallLayout();
-  layout.tables.push_back(Table(RowOptimizerKind::kAdagrad));
+  layout.tables.push_back(ExactSpec(RowOptimizerKind::kAdagrad, 4));
   auto worker = servers.cluster.Worker(0, layout);
   REQUIRE(worker->Init(Zeros(layout)).ok());
   const std::vector<int64_t> ids = {3, 9};
