@@ -87,6 +87,7 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
   for (size_t s = 0; s < options_.servers.size(); ++s) {
     connections_.push_back(
         std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));
+    connections_.back()->SetCheckpointRelay(&checkpoint_step_);
   }
   if (options_.job.replicas > 1) {
     failover_ = std::make_unique<Failover>(*ReplicaMap::Build(options_.job.num_servers, options_.job.replicas),
@@ -171,6 +172,7 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
   // Weights staged for a step before this registration belong to the old
   // timeline: a rewind may bring the worker back to that very step.
   prefetch_.Forget();
+  checkpoint_step_ = -1;  // a rewind drops the servers' announced checkpoint step too
   absl::Status persisting;  // what a look again did not cure
   for (int round = 0; round < kRounds; ++round) {
     absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(ServersNotFailed(), std::nullopt);

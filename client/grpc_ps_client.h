@@ -165,6 +165,8 @@ class GrpcPsClient final : public PsClient {
   const KeyMap key_map_;
   const RequestBuilder builder_;
   DelayedExecutor executor_;
+  // The newest checkpoint step a server announced (ServerConnection::SetCheckpointRelay).
+  std::atomic<int64_t> checkpoint_step_{-1};
   std::vector<std::unique_ptr<ServerConnection>> connections_;
   std::unique_ptr<Failover> failover_;  // with --replicas > 1
   TransferQueue push_queue_, pull_queue_;

@@ -62,6 +62,9 @@ std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration
     if (const ServerView view = failover_->view(); !view.Pristine()) ctx->AddMetadata(kServerViewKey, view.Text());
     if (std::string moved = failover_->MovedText(); !moved.empty()) ctx->AddMetadata(kServerMovedKey, moved);
   }
+  if (checkpoint_step_ != nullptr && *checkpoint_step_ >= 0) {
+    ctx->AddMetadata(kCheckpointStepKey, CheckpointStepText(*checkpoint_step_));
+  }
   contexts_.insert(ctx.get());
   last_call_ = clock_->Now();
   return ctx;
@@ -116,6 +119,7 @@ void ServerConnection::StartAttempt(std::shared_ptr<CallState> call) {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
     NoteServerView(*ctx);
+    NoteCheckpointStep(*ctx);
     // The context (and the channel it holds) goes before the call can
     // finish: once the last call has finished, Shutdown() returns and the
     // owner may tear gRPC down, so nothing of it may outlive Finish().
@@ -253,6 +257,17 @@ void ServerConnection::Finish(const std::shared_ptr<CallState>& call, const absl
   --calls_in_flight_;
 }
 
+void ServerConnection::NoteCheckpointStep(const grpc::ClientContext& ctx) {
+  if (checkpoint_step_ == nullptr) return;
+  const auto& metadata = ctx.GetServerTrailingMetadata();
+  auto it = metadata.find(kCheckpointStepKey);
+  if (it == metadata.end()) return;
+  const std::optional<int64_t> step = ParseCheckpointStep(absl::string_view(it->second.data(), it->second.size()));
+  int64_t seen = *checkpoint_step_;
+  while (step && *step > seen && !checkpoint_step_->compare_exchange_weak(seen, *step)) {
+  }
+}
+
 void ServerConnection::NoteIncarnation(const grpc::ClientContext& ctx) {
   const auto& metadata = ctx.GetServerTrailingMetadata();
   auto it = metadata.find(kIncarnationKey);
@@ -318,6 +333,7 @@ void ServerConnection::SendHeartbeat() {
     ReleaseContext(ctx.get());
     NoteIncarnation(*ctx);
     NoteServerView(*ctx);
+    NoteCheckpointStep(*ctx);
     ctx.reset();  // as an attempt's (StartAttempt)
     if (!s.ok()) spdlog::debug("heartbeat to server {}: {}", server_id_, s.error_message());
     absl::MutexLock lock(&mu_);

@@ -120,6 +120,11 @@ class ServerConnection {
   // Replication: `failover` (outliving this connection) decides when this
   // server has failed and where its calls go then. Before any call.
   void SetFailover(Failover* failover) { failover_ = failover; }
+  // Checkpoints by time (server/shard_checkpointer.h, "By time"): the newest
+  // step a server announced (-1: none), shared by the worker's connections
+  // and outliving this one; raised from every answer, sent on every call.
+  // Before any call.
+  void SetCheckpointRelay(std::atomic<int64_t>* step) { checkpoint_step_ = step; }
   // A heartbeat that carries the failed set (sent to a server once it is
   // taken for failed: a paused one reads it when it resumes, and steps down).
   void TellFailed() { SendHeartbeat(); }
@@ -194,6 +199,8 @@ class ServerConnection {
   void NoteIncarnation(const grpc::ClientContext& ctx);
   // Replication: merges the view of the job's servers an answer carries.
   void NoteServerView(const grpc::ClientContext& ctx);
+  // Raises the relayed checkpoint step to the one an answer carries.
+  void NoteCheckpointStep(const grpc::ClientContext& ctx);
   // Replication, from Tend(): while calls wait and the server has not
   // answered for a third of the failover timeout, a heartbeat probes it; a
   // server that answers nothing, probes included, for the whole timeout (a
@@ -246,6 +253,7 @@ class ServerConnection {
   DelayedExecutor* const executor_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   Failover* failover_ = nullptr;
+  std::atomic<int64_t>* checkpoint_step_ = nullptr;
 
   // Replaced whole by Repoint(); an attempt holds its stub while it starts.
   mutable absl::Mutex stubs_mu_;

@@ -45,6 +45,25 @@ inline constexpr char kServerViewKey[] = "shardps-server-view";
 // shown joining or live is reached where it is.
 inline constexpr char kServerMovedKey[] = "shardps-server-moved";
 
+// Sync and ssp with --checkpoint_every_seconds: a step some server chose to
+// checkpoint at (decimal), on every answer of a server that knows of one and
+// on every request of a worker that heard of one, so that every server
+// checkpoints the same step (server/shard_checkpointer.h, "By time").
+inline constexpr char kCheckpointStepKey[] = "shardps-checkpoint-step";
+
+inline std::string CheckpointStepText(int64_t step) { return std::to_string(step); }
+
+// The step, or nullopt for text that is not a decimal step >= 0.
+inline std::optional<int64_t> ParseCheckpointStep(absl::string_view text) {
+  int64_t step = 0;
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  if (!absl::SimpleAtoi(text, &step)) return std::nullopt;
+  return step;
+}
+
 }  // namespace shardps
 
 #endif  // SHARDPS_COMMON_RPC_METADATA_H_

@@ -220,6 +220,12 @@ class ParameterServer {
   // checkpoint_dir or before Init; UNAVAILABLE in sync mode while a step is
   // half applied.
   virtual absl::StatusOr<std::string> CheckpointNow() = 0;
+  // Sync and ssp with --checkpoint_every_seconds: a step another server
+  // announced for a checkpoint (common/rpc_metadata.h, kCheckpointStepKey),
+  // which this one takes too (server/shard_checkpointer.h, "By time").
+  virtual void NoteCheckpointStep(int64_t step) = 0;
+  // The step this server announces on its answers; -1 when none.
+  virtual int64_t AnnouncedCheckpointStep() const = 0;
 
   virtual ServerStats Stats() = 0;
   virtual int server_id() const = 0;

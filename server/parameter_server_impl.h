@@ -71,6 +71,8 @@ class ParameterServerImpl final : public ParameterServer {
   void NotePeers(const std::vector<std::string>& addresses) override;
   void NoteView(const ServerView& view) override;
   ServerView View() const override { return view_.Load(); }
+  void NoteCheckpointStep(int64_t step) override;
+  int64_t AnnouncedCheckpointStep() const override { return checkpointer_.Announcement(); }
   JoinInfo AnswerJoin(int from) override;
   absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) override;
   absl::Status Rejoin() override;

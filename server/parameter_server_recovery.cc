@@ -234,6 +234,13 @@ void ParameterServerImpl::LogStaleness() {
   staleness_reported_step_ = step;
 }
 
+void ParameterServerImpl::NoteCheckpointStep(int64_t step) {
+  // A request thread: never waits for a rewind (Tick takes the step then).
+  if (!rewind_mu_.ReaderTryLock()) return;
+  if (!shut_down_ && !awaiting_rewind_) checkpointer_.NoteAnnounced(step);
+  rewind_mu_.ReaderUnlock();
+}
+
 absl::StatusOr<std::string> ParameterServerImpl::CheckpointNow() {
   if (!checkpointer_.enabled()) return Refuse(absl::FailedPreconditionError("no --checkpoint_dir is configured"));
   if (!initialized_) return Refuse(absl::FailedPreconditionError("nothing to checkpoint: not initialised"));

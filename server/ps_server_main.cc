@@ -89,7 +89,8 @@ ABSL_FLAG(int64_t, checkpoint_every, 0,
           "Write a checkpoint every this many steps (0: not by steps). A sync or ssp job that loses a server "
           "goes back at most this far.");
 ABSL_FLAG(absl::Duration, checkpoint_every_seconds, absl::ZeroDuration(),
-          "Write a checkpoint at this interval, e.g. 60s (0: not by time).");
+          "Write a checkpoint at this interval, e.g. 60s (0: not by time). In sync and ssp every server takes the "
+          "step the first whose interval ends announces.");
 ABSL_FLAG(int, checkpoints_to_keep, 2, "Checkpoints kept on disk, newest first (at least 2 in sync and ssp, for rewinds).");
 ABSL_FLAG(absl::Duration, worker_timeout, absl::Seconds(30),
           "A worker silent for longer is declared dead and sync steps go on without it.");

@@ -73,15 +73,55 @@ void ShardCheckpointer::Tick(int64_t timeline) {
     absl::MutexLock lock(&mu_);
     time_due = clock_->Now() - last_write_ >= options_.checkpoint_every_interval;
   }
-  if (options_.job.mode != Mode::kSync) return TickByClock(time_due, timeline);
-  if (table_.load()->size() == 0 && HasTables()) return TickSyncTables(time_due, timeline);
+  if (options_.job.mode == Mode::kAsync) return TickByClock(time_due, timeline);
+  const bool keyless = table_.load()->size() == 0 && HasTables();
+  if (time_due) Announce(Reached() + 2);  // two ahead: every server hears of it before it completes it
+  if (options_.job.mode == Mode::kSsp) return TickByClock(/*time_due=*/false, timeline);
+  if (keyless) return TickSyncTables(timeline);
   absl::MutexLock lock(&tables_mu_);
   if (auto complete = capture_.TakeComplete()) pending_keys_ = std::move(complete);
   if (pending_keys_) {
     if (!WriteWithTables(pending_keys_->first, pending_keys_->second, timeline)) return;  // tables still coming
     pending_keys_.reset();
   }
-  TickSync(time_due);
+  TickSync();
+}
+
+bool ShardCheckpointer::Announces() const {
+  return enabled() && options_.checkpoint_every_interval > absl::ZeroDuration() && options_.job.mode != Mode::kAsync;
+}
+
+void ShardCheckpointer::Announce(int64_t step) {
+  int64_t seen = announced_;
+  while (step > seen) {
+    if (!announced_.compare_exchange_weak(seen, step)) continue;
+    spdlog::debug("checkpoint by time: step {} announced", step);
+    absl::MutexLock lock(&mu_);
+    last_write_ = clock_->Now();
+    return;
+  }
+}
+
+int64_t ShardCheckpointer::Reached() {
+  if (options_.job.mode == Mode::kSsp) return WorkerStep();
+  if (table_.load()->size() == 0 && HasTables()) return tables_step_();
+  return table_.load()->VersionRange().second;
+}
+
+void ShardCheckpointer::NoteAnnounced(int64_t step) {
+  if (!Announces() || table_.load() == nullptr || step <= last_step_ || step <= announced_) return;
+  // Servers stand within a step of each other in sync, within the bound in
+  // ssp: a step further ahead (a peer's fault) would hold every later
+  // checkpoint back behind a capture that never completes.
+  if (step > Reached() + kAnnounceAhead + options_.job.staleness) return;
+  Announce(step);
+  const KeyTable* table = table_.load();
+  if (options_.job.mode != Mode::kSync || table == nullptr || table->size() == 0) return;  // Tick takes it
+  // Armed before the push that carried it is applied; Tick arms it when a
+  // checkpoint is being written or captured now.
+  if (!tables_mu_.TryLock()) return;
+  if (!pending_keys_) TickSync();
+  tables_mu_.Unlock();
 }
 
 bool ShardCheckpointer::TablesAt(const std::vector<TableSnapshot>& tables, int64_t step) {
@@ -116,12 +156,13 @@ void ShardCheckpointer::WriteSyncStep(int64_t step, std::vector<KeySnapshot> key
   (void)Write(step, std::move(keys), timeline, std::move(tables));
 }
 
-void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
+void ShardCheckpointer::TickSyncTables(int64_t timeline) {
   absl::MutexLock lock(&tables_mu_);
   const int64_t at = tables_step_();
   if (tables_target_ == StepCapture::kNone) {
-    const int64_t next = NextSyncStep(time_due, at);
+    const int64_t next = NextSyncStep();
     if (next == StepCapture::kNone) return;
+    if (next == announced_) announce_done_ = next;
     tables_target_ = next;
     arm_tables_(next);
   }
@@ -132,29 +173,47 @@ void ShardCheckpointer::TickSyncTables(bool time_due, int64_t timeline) {
   }
 }
 
-int64_t ShardCheckpointer::NextSyncStep(bool time_due, int64_t reached) const {
+int64_t ShardCheckpointer::NextSyncStep() const {
   int64_t next = StepCapture::kNone;
   const int64_t every = options_.checkpoint_every_steps;
   if (every > 0) next = (std::max<int64_t>(last_step_, 0) / every + 1) * every;
-  if (time_due) next = std::min(next, reached + 1);
+  const int64_t announced = announced_;
+  if (announced > announce_done_ && announced > last_step_) next = std::min(next, announced);
   return next;
 }
 
-void ShardCheckpointer::TickSync(bool time_due) {
-  const KeyTable& table = *table_.load();
-  const int64_t next = NextSyncStep(time_due, table.VersionRange().second);
-  if (next == StepCapture::kNone || capture_.target() != StepCapture::kNone) return;
-  if (!capture_.Arm(table, next)) {
-    spdlog::warn("checkpoint of step {} skipped: keys were already past it", next);
-    last_step_ = next;
-  } else if (arm_tables_) {
-    arm_tables_(next);
+void ShardCheckpointer::TickSync() {
+  // A skipped announced step is replaced by a later one (ArmSync): arm that.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int64_t next = NextSyncStep();
+    if (next == StepCapture::kNone || !capture_.Idle()) return;
+    if (ArmSync(next)) {
+      if (arm_tables_) arm_tables_(next);
+      return;
+    }
   }
+}
+
+bool ShardCheckpointer::ArmSync(int64_t step) {
+  const bool announced = step == announced_;
+  if (announced) announce_done_ = step;
+  const KeyTable& table = *table_.load();
+  if (capture_.Arm(table, step)) return true;
+  spdlog::warn("checkpoint of step {} skipped: keys were already past it", step);
+  last_step_ = step;
+  if (announced) Announce(table.VersionRange().second + 2);  // the others take it; a later one all can
+  return false;
 }
 
 void ShardCheckpointer::TickByClock(bool time_due, int64_t timeline) {
   const int64_t every = options_.checkpoint_every_steps;
   const int64_t step = WorkerStep();
+  const int64_t announced = announced_;
+  if (announced > announce_done_ && announced > last_step_ && step >= announced) {  // ssp, by time
+    announce_done_ = announced;
+    (void)Write(announced, table_.load()->Capture(), timeline);
+    return;
+  }
   const bool steps_due = every > 0 && step >= std::max<int64_t>(last_step_, 0) + every;
   if (!steps_due && !time_due) return;
   (void)Write(every > 0 ? step / every * every : step, table_.load()->Capture(), timeline);
@@ -246,6 +305,10 @@ absl::StatusOr<ShardSnapshot> ShardCheckpointer::Read(std::optional<int64_t> ste
 
 void ShardCheckpointer::DiscardAfter(int64_t step) {
   capture_.Cancel();
+  // The announcement belonged to the steps dropped: the workers forget it
+  // as they register again, and the next timer announces afresh.
+  if (announce_done_ > step) announce_done_ = step;
+  if (announced_ > step) announced_ = -1;
   if (enabled()) store_->DiscardAfter(step);
 }
 

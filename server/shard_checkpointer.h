@@ -2,8 +2,7 @@
 // files themselves are server/checkpoint_store.h's.
 //
 //  - sync: checkpoints hold one step exactly (server/step_capture.h), every
-//    --checkpoint_every steps, and at the next step after each
-//    --checkpoint_every_seconds; so every shard has the same steps.
+//    --checkpoint_every steps; so every shard has the same steps.
 //  - async and ssp: versions count pushes, so a checkpoint is labelled by
 //    the slowest live worker's clock, rounded down to --checkpoint_every
 //    (faster workers' later pushes may be in it: at most the staleness
@@ -12,6 +11,15 @@
 //    the keys' capture; a table already past the step when the capture is
 //    armed is taken as it stands); in async and ssp, as they stand.
 //  - After Init, a step-0 checkpoint, so every job has a step to return to.
+//  - By time (--checkpoint_every_seconds), sync and ssp: servers' timers
+//    differ, so the server whose timer fires announces a step two ahead of
+//    where it stands (kCheckpointStepKey on its answers); workers carry the
+//    newest step they heard of on every request, and every server
+//    checkpoints that step. In sync no server completes the step before a
+//    push carrying it arrives (some worker's push of the step before it
+//    is answered after the announcement); a server that is past it all the
+//    same (its capture was busy) announces a later one. Async: each by its
+//    own timer, labelled by the slowest worker's clock.
 //
 // Thread-safe.
 #ifndef SHARDPS_SERVER_SHARD_CHECKPOINTER_H_
@@ -73,6 +81,15 @@ class ShardCheckpointer {
   }
   // Housekeeping: writes the checkpoints that are due.
   void Tick(int64_t timeline);
+  // By time, sync and ssp (the file comment): a step another server
+  // announced, heard through a worker or a peer. Sync arms its capture now
+  // when no other is under way (else Tick does), before the push that
+  // carried it is applied. Steps at or before the last checkpoint are
+  // ignored.
+  void NoteAnnounced(int64_t step);
+  // The newest step announced here or heard of, for every answer; -1 when
+  // none (always in async, and without --checkpoint_every_seconds).
+  int64_t Announcement() const { return announced_; }
   // Writes a checkpoint of the shard as it is now. UNAVAILABLE in sync mode
   // while a step is half applied (keys, or a keyless shard's tables, at
   // different versions).
@@ -112,12 +129,26 @@ class ShardCheckpointer {
   absl::Status HalfWay() const;  // UNAVAILABLE: keys or tables at different steps
   // async and ssp: the slowest live worker's clock (the largest when none is live).
   int64_t WorkerStep();
-  // Sync: the step the next checkpoint is of (kNone: none is due), the
-  // shard having reached step `reached`.
-  int64_t NextSyncStep(bool time_due, int64_t reached) const;
-  void TickSync(bool time_due);
+  // Sync: the step the next checkpoint is of (kNone: none is due).
+  int64_t NextSyncStep() const;
+  // Whether checkpoints by time are announced (sync and ssp, with
+  // checkpoints and an interval).
+  bool Announces() const;
+  // Where the shard stands: sync, the newest key version (a keyless shard's
+  // tables' step); ssp, the slowest live worker's clock.
+  int64_t Reached();
+  // How far ahead of Reached() an announced step may be (plus the staleness).
+  static constexpr int64_t kAnnounceAhead = 16;
+  // Takes `step` as the announced one when it is newer, and restarts the
+  // timer, so that one announcement serves every server's interval.
+  void Announce(int64_t step);
+  // Sync: arms the capture of `step`; false when a key is past it (the
+  // capture is skipped, logged, and an announced step replaced by a later one).
+  bool ArmSync(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
+  // Arms the next sync checkpoint's capture when none is under way.
+  void TickSync() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
   // TickSync for a shard of rows and no dense keys: by the tables' step.
-  void TickSyncTables(bool time_due, int64_t timeline);
+  void TickSyncTables(int64_t timeline);
   void TickByClock(bool time_due, int64_t timeline);
 
   const ServerOptions options_;
@@ -138,6 +169,10 @@ class ShardCheckpointer {
   std::atomic<int64_t> last_step_{-1};
   absl::Mutex mu_;
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
+  // By time: the newest step announced (-1: none), and the newest of those
+  // this server has armed, written or given up (-1: none).
+  std::atomic<int64_t> announced_{-1};
+  std::atomic<int64_t> announce_done_{-1};
 };
 
 }  // namespace shardps

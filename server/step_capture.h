@@ -26,6 +26,12 @@ class StepCapture {
   // The step being captured, or kNone.
   int64_t target() const { return target_; }
 
+  // No capture under way and none complete waiting to be taken.
+  bool Idle() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return step_ == kNone;
+  }
+
   // Starts capturing `step` of `table`'s keys, unless a capture is under way
   // or a snapshot waits to be taken. Keys already at `step` are copied now;
   // when a key is already past it, the capture is dropped (false).

@@ -1,0 +1,140 @@
+// Checkpoints by time in sync and ssp (server/shard_checkpointer.h, "By
+// time"), in-process over real gRPC: servers whose timers run apart still
+// checkpoint one step, the one the first timer announced two steps ahead,
+// which the workers' requests carry to the others; a step announced too late
+// for a server makes it announce a later one; a step no server could have
+// announced is ignored.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/rpc_metadata.h"
+#include "tests/checkpoints_on_demand.h"
+#include "tests/temp_dir.h"
+#include "tests/test_cluster.h"
+
+namespace shardps::testing {
+namespace {
+
+constexpr absl::Duration kInterval = absl::Seconds(60);
+
+ServerOptions ByTime(Mode mode, int servers, int workers, const std::string& dir) {
+  ServerOptions o = SyncOptions(servers, workers);
+  o.job.mode = mode;
+  if (mode == Mode::kSsp) o.job.staleness = 1;
+  o.checkpoint_dir = dir;
+  o.checkpoint_every_interval = kInterval;
+  o.checkpoint_on_shutdown = false;
+  return o;
+}
+
+std::vector<int64_t> Steps(TestCluster& cluster, int s) { return cluster.core(s)->Stats().checkpoint_steps; }
+
+// Advances the servers' manual clock a tick at a time until `done()`, for
+// up to 10 s of real time (the housekeeping threads tick on that clock).
+template <typename Done>
+bool TickUntil(CheckpointsOnDemand& servers, Done done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!done() && absl::Now() < give_up) {
+    servers.clock.Advance(HostOptions().tick_interval);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return done();
+}
+
+// An Admin status call to server s carrying `step` as the announced
+// checkpoint step; the step the answer announces ("" when none).
+std::string CallWithStep(TestCluster& cluster, int s, const std::string& step) {
+  wire::AdminRequest req;
+  req.set_action(wire::ADMIN_STATUS);
+  wire::AdminResponse resp;
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(kCheckpointStepKey, step);
+  REQUIRE(cluster.RawStub(s)->Admin(&ctx, req, &resp).ok());
+  const auto& trailing = ctx.GetServerTrailingMetadata();
+  auto it = trailing.find(kCheckpointStepKey);
+  return it == trailing.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+TEST_CASE("servers whose timers run apart checkpoint the step the first announced", "[checkpoint]") {
+  const Mode mode = GENERATE(Mode::kSync, Mode::kSsp);
+  INFO(ModeName(mode));
+  CheckpointsOnDemand servers(ByTime(mode, 2, 2, TempDir("by-time")));
+  TestCluster& cluster = servers.cluster;
+  auto a = cluster.Worker(0);
+  auto b = cluster.Worker(1);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  auto step = [&](int s) {
+    REQUIRE(PushAll(*a, s, Filled(1)).ok());
+    REQUIRE(PushAll(*b, s, Filled(2)).ok());
+    auto w = Zeros(SmallLayout());
+    REQUIRE(PullAll(*a, s + 1, w).ok());
+    REQUIRE(PullAll(*b, s + 1, w).ok());
+  };
+  step(0);
+  step(1);
+  // Server 1's timer restarts half an interval after server 0's.
+  servers.clock.Advance(kInterval / 2);
+  REQUIRE(cluster.core(1)->CheckpointNow().ok());  // of step 2
+  servers.clock.Advance(kInterval / 2);
+  REQUIRE(TickUntil(servers, [&] { return cluster.core(0)->AnnouncedCheckpointStep() >= 0; }));
+  REQUIRE(cluster.core(0)->AnnouncedCheckpointStep() == 4);  // two ahead of step 2
+  REQUIRE(cluster.core(1)->AnnouncedCheckpointStep() == -1);  // its timer is not due
+
+  for (int s = 2; s < 6; ++s) step(s);
+  auto both_hold_4 = [&] {
+    for (int s = 0; s < 2; ++s) {
+      const std::vector<int64_t> steps = Steps(cluster, s);
+      if (std::find(steps.begin(), steps.end(), 4) == steps.end()) return false;
+    }
+    return true;
+  };
+  REQUIRE(TickUntil(servers, both_hold_4));
+  REQUIRE(cluster.core(1)->AnnouncedCheckpointStep() == 4);  // heard through the workers
+  // One checkpoint by time, of one step, on both; none of a step of its own
+  // (the two newest are kept: server 1's step 0 has gone).
+  REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{0, 4});
+  REQUIRE(Steps(cluster, 1) == std::vector<int64_t>{2, 4});
+}
+
+TEST_CASE("a sync server past the announced step announces a later one", "[checkpoint]") {
+  CheckpointsOnDemand servers(ByTime(Mode::kSync, 1, 1, TempDir("by-time-late")));
+  TestCluster& cluster = servers.cluster;
+  auto a = cluster.Worker(0);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  for (int s = 0; s < 4; ++s) REQUIRE(PushAll(*a, s, Filled(1)).ok());  // keys at step 4
+  REQUIRE(CallWithStep(cluster, 0, "3") == "6");  // too late for 3: two ahead of 4, armed at once
+  for (int s = 4; s < 7; ++s) REQUIRE(PushAll(*a, s, Filled(1)).ok());
+  REQUIRE(TickUntil(servers, [&] { return Steps(cluster, 0).back() == 6; }));
+  REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{0, 6});
+}
+
+TEST_CASE("an announced step no server could have sent is ignored", "[checkpoint]") {
+  const Mode mode = GENERATE(Mode::kSync, Mode::kSsp, Mode::kAsync);
+  INFO(ModeName(mode));
+  CheckpointsOnDemand servers(ByTime(mode, 1, 1, TempDir("by-time-bad")));
+  TestCluster& cluster = servers.cluster;
+  auto a = cluster.Worker(0);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  for (const char* bad : {"1000000", "-3", "x", "", "99999999999999999999"}) {
+    INFO(bad);
+    REQUIRE(CallWithStep(cluster, 0, bad).empty());
+    REQUIRE(cluster.core(0)->AnnouncedCheckpointStep() == -1);
+  }
+  // Within reach it is taken, but in async, where each server keeps its own timer.
+  REQUIRE(CallWithStep(cluster, 0, "5") == (mode == Mode::kAsync ? "" : "5"));
+}
+
+TEST_CASE("the announced step's text", "[checkpoint]") {
+  REQUIRE(ParseCheckpointStep(CheckpointStepText(0)) == 0);
+  REQUIRE(ParseCheckpointStep(CheckpointStepText(123456789012)) == 123456789012);
+  REQUIRE(ParseCheckpointStep("999999999999999999") == 999999999999999999);
+  for (const char* bad : {"", "-1", "1.5", "12a", " 3", "99999999999999999999"}) {
+    INFO(bad);
+    REQUIRE(!ParseCheckpointStep(bad).has_value());
+  }
+}
+
+}  // namespace
+}  // namespace shardps::testing
