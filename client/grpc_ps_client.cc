@@ -172,9 +172,11 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
   // Weights staged for a step before this registration belong to the old
   // timeline: a rewind may bring the worker back to that very step.
   prefetch_.Forget();
-  checkpoint_step_ = -1;  // a rewind drops the servers' announced checkpoint step too
   absl::Status persisting;  // what a look again did not cure
   for (int round = 0; round < kRounds; ++round) {
+    // A rewind drops the servers' announced checkpoint step: forget one
+    // heard before it (the last round's answers come after any rewind).
+    checkpoint_step_ = -1;
     absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(ServersNotFailed(), std::nullopt);
     if (!views.ok()) return views.status();
     const JoinPlan plan = PlanJoin(options_.job.mode, *views);

@@ -109,18 +109,28 @@ int64_t ShardCheckpointer::Reached() {
 }
 
 void ShardCheckpointer::NoteAnnounced(int64_t step) {
-  if (!Announces() || table_.load() == nullptr || step <= last_step_ || step <= announced_) return;
-  // Servers stand within a step of each other in sync, within the bound in
-  // ssp: a step further ahead (a peer's fault) would hold every later
-  // checkpoint back behind a capture that never completes.
-  if (step > Reached() + kAnnounceAhead + options_.job.staleness) return;
-  Announce(step);
   const KeyTable* table = table_.load();
-  if (options_.job.mode != Mode::kSync || table == nullptr || table->size() == 0) return;  // Tick takes it
-  // Armed before the push that carried it is applied; Tick arms it when a
-  // checkpoint is being written or captured now.
+  if (!Announces() || table == nullptr || step <= last_step_ || step < announced_) return;
+  if (step == announced_) {
+    if (announce_done_ >= step) return;  // armed, written or given up already
+  } else {
+    // Servers stand within a step of each other in sync, within the bound
+    // in ssp: a step further ahead (a peer's fault) would hold every later
+    // checkpoint back behind a capture that never completes.
+    if (step > Reached() + kAnnounceAhead + options_.job.staleness) return;
+    Announce(step);
+  }
+  if (options_.job.mode != Mode::kSync) return;  // ssp: Tick writes it
+  // Sync: armed before the push that carried it is applied, so that no key
+  // passes it. Without tables only arm_mu_ is needed, never held while a
+  // checkpoint is written; with tables, Tick arms it when one is.
+  if (!HasTables()) return TickSync();
   if (!tables_mu_.TryLock()) return;
-  if (!pending_keys_) TickSync();
+  if (table->size() == 0) {
+    ArmTables();
+  } else if (!pending_keys_) {
+    TickSync();
+  }
   tables_mu_.Unlock();
 }
 
@@ -151,6 +161,7 @@ void ShardCheckpointer::WriteSyncStep(int64_t step, std::vector<KeySnapshot> key
   if (!TablesAt(tables, step)) {  // a table was past the step when its capture was armed
     spdlog::warn("checkpoint of step {} skipped: a sparse table was already past it", step);
     last_step_ = step;
+    if (step == announced_) Announce(Reached() + 2);  // the others take it; a later one all can
     return;
   }
   (void)Write(step, std::move(keys), timeline, std::move(tables));
@@ -158,19 +169,21 @@ void ShardCheckpointer::WriteSyncStep(int64_t step, std::vector<KeySnapshot> key
 
 void ShardCheckpointer::TickSyncTables(int64_t timeline) {
   absl::MutexLock lock(&tables_mu_);
-  const int64_t at = tables_step_();
-  if (tables_target_ == StepCapture::kNone) {
-    const int64_t next = NextSyncStep();
-    if (next == StepCapture::kNone) return;
-    if (next == announced_) announce_done_ = next;
-    tables_target_ = next;
-    arm_tables_(next);
-  }
-  if (at >= tables_target_) {
+  ArmTables();
+  if (tables_target_ != StepCapture::kNone && tables_step_() >= tables_target_) {
     const int64_t step = tables_target_;
     tables_target_ = StepCapture::kNone;
     WriteSyncStep(step, {}, timeline);
   }
+}
+
+void ShardCheckpointer::ArmTables() {
+  if (tables_target_ != StepCapture::kNone) return;
+  const int64_t next = NextSyncStep();
+  if (next == StepCapture::kNone) return;
+  if (next == announced_) announce_done_ = next;
+  tables_target_ = next;
+  arm_tables_(next);
 }
 
 int64_t ShardCheckpointer::NextSyncStep() const {
@@ -183,10 +196,16 @@ int64_t ShardCheckpointer::NextSyncStep() const {
 }
 
 void ShardCheckpointer::TickSync() {
+  absl::MutexLock lock(&arm_mu_);
   // A skipped announced step is replaced by a later one (ArmSync): arm that.
   for (int attempt = 0; attempt < 2; ++attempt) {
     const int64_t next = NextSyncStep();
-    if (next == StepCapture::kNone || !capture_.Idle()) return;
+    if (next == StepCapture::kNone) return;
+    // An announced step before the one being captured (--checkpoint_every's)
+    // goes first; NextSyncStep gives that one again once it is written.
+    const int64_t under_way = capture_.target();
+    if (next == announced_ && under_way != StepCapture::kNone && next < under_way) capture_.Cancel();
+    if (!capture_.Idle()) return;
     if (ArmSync(next)) {
       if (arm_tables_) arm_tables_(next);
       return;

@@ -17,9 +17,11 @@
 //    newest step they heard of on every request, and every server
 //    checkpoints that step. In sync no server completes the step before a
 //    push carrying it arrives (some worker's push of the step before it
-//    is answered after the announcement); a server that is past it all the
-//    same (its capture was busy) announces a later one. Async: each by its
-//    own timer, labelled by the slowest worker's clock.
+//    is answered after the announcement, and the capture is armed as the
+//    first request carrying it arrives); a server that is past it all the
+//    same (a shard with tables was writing a checkpoint) announces a later
+//    one. ssp writes it once the slowest worker reaches it. Async: each by
+//    its own timer, labelled by the slowest worker's clock.
 //
 // Thread-safe.
 #ifndef SHARDPS_SERVER_SHARD_CHECKPOINTER_H_
@@ -144,9 +146,12 @@ class ShardCheckpointer {
   void Announce(int64_t step);
   // Sync: arms the capture of `step`; false when a key is past it (the
   // capture is skipped, logged, and an announced step replaced by a later one).
-  bool ArmSync(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
-  // Arms the next sync checkpoint's capture when none is under way.
-  void TickSync() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
+  bool ArmSync(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(arm_mu_);
+  // Arms the next sync checkpoint's capture when none is under way (an
+  // announced step also when a later one is). Takes arm_mu_.
+  void TickSync() ABSL_LOCKS_EXCLUDED(arm_mu_);
+  // A keyless sync shard: arms its tables' capture of the next checkpoint.
+  void ArmTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
   // TickSync for a shard of rows and no dense keys: by the tables' step.
   void TickSyncTables(int64_t timeline);
   void TickByClock(bool time_due, int64_t timeline);
@@ -162,6 +167,9 @@ class ShardCheckpointer {
   std::atomic<int64_t> tables_target_{StepCapture::kNone};  // keyless sync shard: the step armed
   // One capture of tables at a time (Tick, WriteNow, Attach).
   mutable absl::Mutex tables_mu_;
+  // Arming the keys' capture (Tick, and a request that carries an announced
+  // step); after tables_mu_ when both are held. Never held while writing.
+  absl::Mutex arm_mu_;
   // Sync with keys and tables: the keys' snapshot of a step whose tables
   // have not all reached it yet (Tick writes it once they have).
   std::optional<std::pair<int64_t, std::vector<KeySnapshot>>> pending_keys_ ABSL_GUARDED_BY(tables_mu_);

@@ -1,8 +1,10 @@
 // Checkpoints by time in sync and ssp (server/shard_checkpointer.h, "By
 // time"), in-process over real gRPC: servers whose timers run apart still
 // checkpoint one step, the one the first timer announced two steps ahead,
-// which the workers' requests carry to the others; a step announced too late
-// for a server makes it announce a later one; a step no server could have
+// which the workers' requests carry to the others, also ahead of a
+// --checkpoint_every step being captured; after a rewind a worker carries
+// the new announcement, not the old one; a step announced too late for a
+// server makes it announce a later one; a step no server could have
 // announced is ignored.
 #include <catch2/catch.hpp>
 
@@ -19,8 +21,9 @@ namespace {
 
 constexpr absl::Duration kInterval = absl::Seconds(60);
 
-ServerOptions ByTime(Mode mode, int servers, int workers, const std::string& dir) {
+ServerOptions ByTime(Mode mode, int servers, int workers, const std::string& dir, int64_t every_steps = 0) {
   ServerOptions o = SyncOptions(servers, workers);
+  o.checkpoint_every_steps = every_steps;
   o.job.mode = mode;
   if (mode == Mode::kSsp) o.job.staleness = 1;
   o.checkpoint_dir = dir;
@@ -59,8 +62,11 @@ std::string CallWithStep(TestCluster& cluster, int s, const std::string& step) {
 
 TEST_CASE("servers whose timers run apart checkpoint the step the first announced", "[checkpoint]") {
   const Mode mode = GENERATE(Mode::kSync, Mode::kSsp);
-  INFO(ModeName(mode));
-  CheckpointsOnDemand servers(ByTime(mode, 2, 2, TempDir("by-time")));
+  // With --checkpoint_every too, whose step (100) is being captured: the
+  // announced one goes first.
+  const int64_t every = GENERATE(0, 100);
+  INFO(ModeName(mode) << ", --checkpoint_every=" << every);
+  CheckpointsOnDemand servers(ByTime(mode, 2, 2, TempDir("by-time"), every));
   TestCluster& cluster = servers.cluster;
   auto a = cluster.Worker(0);
   auto b = cluster.Worker(1);
@@ -79,8 +85,7 @@ TEST_CASE("servers whose timers run apart checkpoint the step the first announce
   REQUIRE(cluster.core(1)->CheckpointNow().ok());  // of step 2
   servers.clock.Advance(kInterval / 2);
   REQUIRE(TickUntil(servers, [&] { return cluster.core(0)->AnnouncedCheckpointStep() >= 0; }));
-  REQUIRE(cluster.core(0)->AnnouncedCheckpointStep() == 4);  // two ahead of step 2
-  REQUIRE(cluster.core(1)->AnnouncedCheckpointStep() == -1);  // its timer is not due
+  REQUIRE(cluster.core(0)->AnnouncedCheckpointStep() == 4);  // two ahead of step 2 (server 1's timer is not due)
 
   for (int s = 2; s < 6; ++s) step(s);
   auto both_hold_4 = [&] {
@@ -96,6 +101,48 @@ TEST_CASE("servers whose timers run apart checkpoint the step the first announce
   // (the two newest are kept: server 1's step 0 has gone).
   REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{0, 4});
   REQUIRE(Steps(cluster, 1) == std::vector<int64_t>{2, 4});
+}
+
+TEST_CASE("after its rewind a worker carries the servers' new announcement, not one from before it", "[checkpoint]") {
+  // One worker: the one that rewinds, whose registration heard the old step
+  // from a server not yet rewound.
+  CheckpointsOnDemand servers(ByTime(Mode::kSync, 2, 1, TempDir("by-time-rewind")));
+  TestCluster& cluster = servers.cluster;
+  auto a = cluster.Worker(0);
+  REQUIRE(a->Init(Zeros(SmallLayout())).ok());
+  auto push = [&](int s) { REQUIRE(PushAll(*a, s, Filled(1)).ok()); };
+  auto announced_by_0 = [&] { return cluster.core(0)->AnnouncedCheckpointStep(); };
+  auto both_hold = [&](int64_t step) {
+    return [&cluster, step] {
+      for (int s = 0; s < 2; ++s) {
+        const std::vector<int64_t> steps = Steps(cluster, s);
+        if (std::find(steps.begin(), steps.end(), step) == steps.end()) return false;
+      }
+      return true;
+    };
+  };
+  push(0);
+  push(1);
+  servers.clock.Advance(kInterval);
+  REQUIRE(TickUntil(servers, [&] { return announced_by_0() == 4; }));
+  for (int s = 2; s < 30; ++s) push(s);
+  REQUIRE(TickUntil(servers, both_hold(4)));
+  // The next announcement (32) reaches the worker; server 1 crashes before
+  // step 32, and the job goes back to 4, far behind it.
+  servers.clock.Advance(kInterval);
+  REQUIRE(TickUntil(servers, [&] { return announced_by_0() == 32; }));
+  push(30);
+  cluster.Restart(1);
+  REQUIRE(IsRejoin(PushAll(*a, 31, Filled(1))));
+  REQUIRE(a->Register().value() == 4);
+  REQUIRE(announced_by_0() == -1);  // dropped with the steps after 4
+  // Only server 0's timer is due next: it announces 6, which must reach server 1.
+  servers.clock.Advance(kInterval / 2);
+  REQUIRE(cluster.core(1)->CheckpointNow().ok());
+  servers.clock.Advance(kInterval / 2);
+  REQUIRE(TickUntil(servers, [&] { return announced_by_0() == 6; }));
+  for (int s = 4; s < 8; ++s) push(s);
+  REQUIRE(TickUntil(servers, both_hold(6)));
 }
 
 TEST_CASE("a sync server past the announced step announces a later one", "[checkpoint]") {
