@@ -79,7 +79,15 @@ void ShardCheckpointer::Tick(int64_t timeline) {
   if (options_.job.mode == Mode::kSsp) return TickByClock(/*time_due=*/false, timeline);
   if (keyless) return TickSyncTables(timeline);
   absl::MutexLock lock(&tables_mu_);
-  if (auto complete = capture_.TakeComplete()) pending_keys_ = std::move(complete);
+  {
+    // The step taken is the last one from now on, so that a request's
+    // TickSync (arm_mu_ only) does not capture it again while it is written.
+    absl::MutexLock arm(&arm_mu_);
+    if (auto complete = capture_.TakeComplete()) {
+      last_step_ = complete->first;
+      pending_keys_ = std::move(complete);
+    }
+  }
   if (pending_keys_) {
     if (!WriteWithTables(pending_keys_->first, pending_keys_->second, timeline)) return;  // tables still coming
     pending_keys_.reset();
@@ -178,9 +186,13 @@ void ShardCheckpointer::TickSyncTables(int64_t timeline) {
 }
 
 void ShardCheckpointer::ArmTables() {
-  if (tables_target_ != StepCapture::kNone) return;
   const int64_t next = NextSyncStep();
   if (next == StepCapture::kNone) return;
+  // An announced step before the one armed (--checkpoint_every's) replaces
+  // it while the tables can still take it; NextSyncStep gives that one again.
+  const int64_t armed = tables_target_;
+  const bool earlier = next == announced_ && next < armed && tables_step_() <= next;
+  if (armed != StepCapture::kNone && !earlier) return;
   if (next == announced_) announce_done_ = next;
   tables_target_ = next;
   arm_tables_(next);
@@ -203,8 +215,12 @@ void ShardCheckpointer::TickSync() {
     if (next == StepCapture::kNone) return;
     // An announced step before the one being captured (--checkpoint_every's)
     // goes first; NextSyncStep gives that one again once it is written.
+    // An incomplete one, and only while no key is past the announced step.
     const int64_t under_way = capture_.target();
-    if (next == announced_ && under_way != StepCapture::kNone && next < under_way) capture_.Cancel();
+    if (next == announced_ && under_way != StepCapture::kNone && next < under_way &&
+        table_.load()->VersionRange().second <= next) {
+      capture_.CancelIfIncomplete();
+    }
     if (!capture_.Idle()) return;
     if (ArmSync(next)) {
       if (arm_tables_) arm_tables_(next);

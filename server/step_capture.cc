@@ -47,6 +47,16 @@ std::optional<std::pair<int64_t, std::vector<KeySnapshot>>> StepCapture::TakeCom
   return std::make_pair(step, std::move(keys));
 }
 
+bool StepCapture::CancelIfIncomplete() {
+  absl::MutexLock lock(&mu_);
+  if (step_ == kNone || copied_ == copies_.size()) return false;
+  step_ = kNone;
+  target_ = kNone;
+  copies_.clear();
+  copied_ = 0;
+  return true;
+}
+
 void StepCapture::Cancel() {
   absl::MutexLock lock(&mu_);
   step_ = kNone;

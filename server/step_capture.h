@@ -46,6 +46,9 @@ class StepCapture {
 
   // Drops any capture (a rewind replaced the keys).
   void Cancel();
+  // Drops the capture under way, unless it is complete (then it waits to
+  // be taken); true when one was dropped.
+  bool CancelIfIncomplete();
 
  private:
   std::atomic<int64_t> target_{kNone};

@@ -13,6 +13,7 @@
 
 #include "common/rpc_metadata.h"
 #include "tests/checkpoints_on_demand.h"
+#include "tests/sparse_test_rows.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
@@ -29,6 +30,7 @@ ServerOptions ByTime(Mode mode, int servers, int workers, const std::string& dir
   o.checkpoint_dir = dir;
   o.checkpoint_every_interval = kInterval;
   o.checkpoint_on_shutdown = false;
+  o.worker_timeout = absl::Hours(1);  // the servers' clock jumps by intervals: no worker is taken for dead
   return o;
 }
 
@@ -72,6 +74,7 @@ TEST_CASE("servers whose timers run apart checkpoint the step the first announce
   auto b = cluster.Worker(1);
   REQUIRE(a->Init(Zeros(SmallLayout())).ok());
   auto step = [&](int s) {
+    INFO("step " << s);
     REQUIRE(PushAll(*a, s, Filled(1)).ok());
     REQUIRE(PushAll(*b, s, Filled(2)).ok());
     auto w = Zeros(SmallLayout());
@@ -110,7 +113,11 @@ TEST_CASE("after its rewind a worker carries the servers' new announcement, not 
   TestCluster& cluster = servers.cluster;
   auto a = cluster.Worker(0);
   REQUIRE(a->Init(Zeros(SmallLayout())).ok());
-  auto push = [&](int s) { REQUIRE(PushAll(*a, s, Filled(1)).ok()); };
+  auto push = [&](int s) {
+    const absl::Status pushed = PushAll(*a, s, Filled(1));
+    INFO("step " << s << ": " << pushed.ToString());
+    REQUIRE(pushed.ok());
+  };
   auto announced_by_0 = [&] { return cluster.core(0)->AnnouncedCheckpointStep(); };
   auto both_hold = [&](int64_t step) {
     return [&cluster, step] {
@@ -155,6 +162,34 @@ TEST_CASE("a sync server past the announced step announces a later one", "[check
   for (int s = 4; s < 7; ++s) REQUIRE(PushAll(*a, s, Filled(1)).ok());
   REQUIRE(TickUntil(servers, [&] { return Steps(cluster, 0).back() == 6; }));
   REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{0, 6});
+}
+
+TEST_CASE("a sync server of rows only takes an announced step before its --checkpoint_every one",
+          "[checkpoint][sparse]") {
+  CheckpointsOnDemand servers(ByTime(Mode::kSync, 2, 1, TempDir("by-time-rows"), /*every_steps=*/100));
+  TestCluster& cluster = servers.cluster;
+  Layout layout;
+  layout.tensors.push_back({"bias", {1}});  // one key, on one server
+  layout.tables.push_back(ExactSpec(RowOptimizerKind::kSgd, 4));
+  auto worker = cluster.Worker(0, layout);
+  REQUIRE(worker->Init(Zeros(layout)).ok());
+  const int keyless = cluster.core(0)->Stats().num_keys == 0 ? 0 : 1;
+  REQUIRE(cluster.core(keyless)->Stats().num_keys == 0);
+  int64_t id = 0;
+  while (RowServer(id, 2) != keyless) ++id;
+  const std::vector<float> grad(4, 1.0f);
+  const float bias_grad = 1.0f;
+  auto push = [&](int step) {
+    REQUIRE(worker->Push(step, {{0, &bias_grad}}).ok());
+    REQUIRE(worker->PushRows(step, 0, &id, 1, grad.data()).ok());
+  };
+  push(0);
+  push(1);
+  cluster.core(keyless)->Tick();  // arms the tables' capture of step 100
+  REQUIRE(CallWithStep(cluster, keyless, "4") == "4");  // the tables stand at step 2
+  for (int step = 2; step < 6; ++step) push(step);
+  REQUIRE(TickUntil(servers, [&] { return Steps(cluster, keyless).back() == 4; }));
+  REQUIRE(Steps(cluster, keyless) == std::vector<int64_t>{0, 4});
 }
 
 TEST_CASE("an announced step no server could have sent is ignored", "[checkpoint]") {
