@@ -1,6 +1,7 @@
 // push_pull: the wire benchmark's client. N client threads, each a worker of
 // an async job, push then pull one dense float32 tensor per round (or
-// --tensors=K tensors, each pulled when its own push is answered) against
+// --tensors=K tensors, each pulled when its own push is answered; with
+// --pull_with_push one PushThenPull, the pull leaving with the push) against
 // the servers given; per tensor size it prints the median ms per round, GB/s
 // of values (pushed plus pulled bytes over the round's time, summed over
 // clients) and the machine's CPU use. Baselines in the same run (the machine
@@ -43,6 +44,10 @@ ABSL_FLAG(std::string, sizes_mb, "4,16,64", "Tensor sizes in MB (10^6 bytes, rou
 ABSL_FLAG(int, tensors, 1,
           "Split each size into this many tensors of equal size; each is pushed then pulled on its own, all in "
           "flight at once (as a worker's layers are). 1: one tensor, a strict push then pull.");
+ABSL_FLAG(bool, pull_with_push, false,
+          "Async, one tensor: each round is one PushThenPull whose pull leaves with the push and is answered once "
+          "that push is applied (ps_worker's --pull_with_push; ps-lite's ZPushPull), chunk by chunk; else a "
+          "push, then a pull.");
 ABSL_FLAG(int, repeats, 20, "Timed rounds per size; the median is reported.");
 ABSL_FLAG(int, warmup, 3, "Untimed rounds per size first.");
 ABSL_FLAG(int64_t, partition_bytes, shardps::kDefaultPartitionBytes, "Must match the servers.");
@@ -79,6 +84,28 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes() {
   return floats;
 }
 
+// One round of one tensor as a PushThenPull (--pull_with_push): the pull
+// leaves with the push, and each chunk's weights come back once its push is
+// applied. `pushed` is when the push was answered.
+absl::Status FusedRound(PsClient& client, int64_t step, uint32_t tensor, const float* grads, float* out,
+                        absl::Time& pushed) {
+  absl::Mutex mu;
+  absl::Status first_error;
+  int left = 2;
+  auto record = [&](const absl::Status& s, absl::Time* at) {
+    absl::MutexLock lock(&mu);
+    if (!s.ok() && first_error.ok()) first_error = s;
+    if (at != nullptr) *at = absl::Now();
+    --left;
+  };
+  client.PushThenPull(
+      step, {{tensor, grads}}, {{tensor, out}}, [&](absl::Status s) { record(s, &pushed); },
+      [&](absl::Status s) { record(s, nullptr); });
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &left));
+  return first_error;
+}
+
 // One round: tensors [first, first + count) of `per_tensor` floats each,
 // laid end to end in `grads` and `out`. With one tensor, a push then a
 // pull; with several, each tensor's pull leaves when its own push is
@@ -88,6 +115,7 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes() {
 absl::Status Round(PsClient& client, Mode mode, int64_t step, uint32_t first, int count, const float* grads,
                    float* out, int64_t per_tensor, absl::Time& pushed) {
   const int64_t pull_step = mode == Mode::kSync ? step + 1 : step;
+  if (count == 1 && absl::GetFlag(FLAGS_pull_with_push)) return FusedRound(client, step, first, grads, out, pushed);
   if (count == 1) {
     absl::Status s = client.Push(step, {{first, grads}});
     pushed = absl::Now();
@@ -290,6 +318,10 @@ absl::StatusOr<ClientOptions> BaseOptions(const std::vector<int64_t>& sizes, int
   absl::StatusOr<wire::DType> wire_dtype = ParseWireDType(absl::GetFlag(FLAGS_wire_dtype));
   if (!wire_dtype.ok()) return wire_dtype.status();
   base.wire_dtype = *wire_dtype;
+  base.pull_with_push = absl::GetFlag(FLAGS_pull_with_push);
+  if (base.pull_with_push && (*mode != Mode::kAsync || tensors != 1)) {
+    return absl::InvalidArgumentError("--pull_with_push: async and one tensor only");
+  }
   base.tls.ca = absl::GetFlag(FLAGS_tls_ca);
   absl::StatusOr<std::string> token = ReadAuthToken(absl::GetFlag(FLAGS_auth_token_file));
   if (!token.ok()) return token.status();

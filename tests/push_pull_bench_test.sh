@@ -32,6 +32,18 @@ for run in "sync 2" "async 1"; do
   pass "$mode, $clients clients: ratios $(ratio "$out" 1) and $(ratio "$out" 2) at 1 and 2 MB; $(tail -1 "$out")"
 done
 
+# Fused rounds (one PushThenPull each): a row of GB/s for the size.
+out=$work/fused.txt
+timeout 300 "$bench" --sizes_mb=1 --repeats=3 --warmup=1 --pull_with_push --socket_baseline=false --tcp_baseline_mb=0 \
+  > "$out" 2>&1 || fail "--pull_with_push: exit $?: $(tail -3 "$out")"
+awk '$1 == 1 && NF >= 6 && $6 > 0 {found = 1} END {exit !found}' "$out" || fail "--pull_with_push: no GB/s row: $(cat "$out")"
+pass "--pull_with_push: $(awk '$1 == 1 {print $6 " GB/s at 1 MB"}' "$out")"
+"$runfiles/bench/push_pull" --servers=127.0.0.1:1 --mode=sync --pull_with_push > "$work/refused.txt" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q -- "--pull_with_push" "$work/refused.txt" \
+  || fail "--pull_with_push in sync: exit $rc, want 2 naming the flag: $(cat "$work/refused.txt")"
+pass "--pull_with_push in sync refused: $(head -1 "$work/refused.txt")"
+
 # Refused before any server starts: by the script, and by push_pull itself.
 for cmd in "$bench --mode=ssp" "$bench --mode=bogus" "$runfiles/bench/push_pull --servers=127.0.0.1:1 --mode=ssp"; do
   $cmd > "$work/refused.txt" 2>&1
