@@ -87,7 +87,7 @@ GrpcPsClient::GrpcPsClient(const ClientOptions& options, KeyMap map,
   for (size_t s = 0; s < options_.servers.size(); ++s) {
     connections_.push_back(
         std::make_unique<ServerConnection>(static_cast<int>(s), options_, credentials, clock_, &executor_));
-    connections_.back()->SetCheckpointRelay(&checkpoint_step_);
+    connections_.back()->SetCheckpointRelay(&checkpoint_relay_);
   }
   if (options_.job.replicas > 1) {
     failover_ = std::make_unique<Failover>(*ReplicaMap::Build(options_.job.num_servers, options_.job.replicas),
@@ -175,8 +175,9 @@ absl::StatusOr<int64_t> GrpcPsClient::Register() {
   absl::Status persisting;  // what a look again did not cure
   for (int round = 0; round < kRounds; ++round) {
     // A rewind drops the servers' announced checkpoint step: forget one
-    // heard before it (the last round's answers come after any rewind).
-    checkpoint_step_ = -1;
+    // heard before it (the last round's answers come after any rewind;
+    // servers ignore a step of an old timeline anyway).
+    checkpoint_relay_.Forget();
     absl::StatusOr<std::vector<ServerJoinView>> views = RegisterWith(ServersNotFailed(), std::nullopt);
     if (!views.ok()) return views.status();
     const JoinPlan plan = PlanJoin(options_.job.mode, *views);

@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "client/checkpoint_relay.h"
 #include "client/async_prefetch.h"
 #include "client/delayed_executor.h"
 #include "client/failover.h"
@@ -165,8 +166,7 @@ class GrpcPsClient final : public PsClient {
   const KeyMap key_map_;
   const RequestBuilder builder_;
   DelayedExecutor executor_;
-  // The newest checkpoint step a server announced (ServerConnection::SetCheckpointRelay).
-  std::atomic<int64_t> checkpoint_step_{-1};
+  CheckpointRelay checkpoint_relay_;  // the newest checkpoint step announced (client/checkpoint_relay.h)
   std::vector<std::unique_ptr<ServerConnection>> connections_;
   std::unique_ptr<Failover> failover_;  // with --replicas > 1
   TransferQueue push_queue_, pull_queue_;

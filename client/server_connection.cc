@@ -62,8 +62,10 @@ std::shared_ptr<grpc::ClientContext> ServerConnection::NewContext(absl::Duration
     if (const ServerView view = failover_->view(); !view.Pristine()) ctx->AddMetadata(kServerViewKey, view.Text());
     if (std::string moved = failover_->MovedText(); !moved.empty()) ctx->AddMetadata(kServerMovedKey, moved);
   }
-  if (checkpoint_step_ != nullptr && *checkpoint_step_ >= 0) {
-    ctx->AddMetadata(kCheckpointStepKey, CheckpointStepText(*checkpoint_step_));
+  if (checkpoint_relay_ != nullptr) {
+    if (const std::optional<CheckpointStep> newest = checkpoint_relay_->Newest()) {
+      ctx->AddMetadata(kCheckpointStepKey, CheckpointStepText(*newest));
+    }
   }
   contexts_.insert(ctx.get());
   last_call_ = clock_->Now();
@@ -258,13 +260,12 @@ void ServerConnection::Finish(const std::shared_ptr<CallState>& call, const absl
 }
 
 void ServerConnection::NoteCheckpointStep(const grpc::ClientContext& ctx) {
-  if (checkpoint_step_ == nullptr) return;
+  if (checkpoint_relay_ == nullptr) return;
   const auto& metadata = ctx.GetServerTrailingMetadata();
   auto it = metadata.find(kCheckpointStepKey);
   if (it == metadata.end()) return;
-  const std::optional<int64_t> step = ParseCheckpointStep(absl::string_view(it->second.data(), it->second.size()));
-  int64_t seen = *checkpoint_step_;
-  while (step && *step > seen && !checkpoint_step_->compare_exchange_weak(seen, *step)) {
+  if (auto heard = ParseCheckpointStep(absl::string_view(it->second.data(), it->second.size()))) {
+    checkpoint_relay_->Note(*heard);
   }
 }
 

@@ -37,6 +37,7 @@
 #include "common/reconnect_args.h"
 #include "proto/shardps.grpc.pb.h"
 #include "client/delayed_executor.h"
+#include "client/checkpoint_relay.h"
 #include "client/ps_client.h"
 
 namespace shardps {
@@ -120,11 +121,10 @@ class ServerConnection {
   // Replication: `failover` (outliving this connection) decides when this
   // server has failed and where its calls go then. Before any call.
   void SetFailover(Failover* failover) { failover_ = failover; }
-  // Checkpoints by time (server/shard_checkpointer.h, "By time"): the newest
-  // step a server announced (-1: none), shared by the worker's connections
-  // and outliving this one; raised from every answer, sent on every call.
-  // Before any call.
-  void SetCheckpointRelay(std::atomic<int64_t>* step) { checkpoint_step_ = step; }
+  // Checkpoints by time (client/checkpoint_relay.h): the newest step a
+  // server announced, shared by the worker's connections and outliving this
+  // one; raised from every answer, sent on every call. Before any call.
+  void SetCheckpointRelay(CheckpointRelay* relay) { checkpoint_relay_ = relay; }
   // A heartbeat that carries the failed set (sent to a server once it is
   // taken for failed: a paused one reads it when it resumes, and steps down).
   void TellFailed() { SendHeartbeat(); }
@@ -253,7 +253,7 @@ class ServerConnection {
   DelayedExecutor* const executor_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   Failover* failover_ = nullptr;
-  std::atomic<int64_t>* checkpoint_step_ = nullptr;
+  CheckpointRelay* checkpoint_relay_ = nullptr;
 
   // Replaced whole by Repoint(); an attempt holds its stub while it starts.
   mutable absl::Mutex stubs_mu_;

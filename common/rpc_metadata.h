@@ -46,22 +46,43 @@ inline constexpr char kServerViewKey[] = "shardps-server-view";
 inline constexpr char kServerMovedKey[] = "shardps-server-moved";
 
 // Sync and ssp with --checkpoint_every_seconds: a step some server chose to
-// checkpoint at (decimal), on every answer of a server that knows of one and
-// on every request of a worker that heard of one, so that every server
-// checkpoints the same step (server/shard_checkpointer.h, "By time").
+// checkpoint at, and the timeline it belongs to ("<timeline>:<step>",
+// decimal), on every answer of a server that knows of one and on every
+// request of a worker that heard of one, so that every server checkpoints the
+// same step (server/shard_checkpointer.h, "By time"). A server ignores a step
+// of another timeline (from before a rewind).
 inline constexpr char kCheckpointStepKey[] = "shardps-checkpoint-step";
 
-inline std::string CheckpointStepText(int64_t step) { return std::to_string(step); }
-
-// The step, or nullopt for text that is not a decimal step >= 0.
-inline std::optional<int64_t> ParseCheckpointStep(absl::string_view text) {
+struct CheckpointStep {
+  int64_t timeline = 0;
   int64_t step = 0;
-  if (text.empty() || text.size() > 18) return std::nullopt;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
+  // The newer of two: the later timeline, then the later step.
+  bool operator<(const CheckpointStep& o) const {
+    return timeline != o.timeline ? timeline < o.timeline : step < o.step;
   }
-  if (!absl::SimpleAtoi(text, &step)) return std::nullopt;
-  return step;
+};
+
+inline std::string CheckpointStepText(const CheckpointStep& c) {
+  return std::to_string(c.timeline) + ":" + std::to_string(c.step);
+}
+
+// The timeline and step, or nullopt for text that is not two decimals >= 0
+// joined by a colon.
+inline std::optional<CheckpointStep> ParseCheckpointStep(absl::string_view text) {
+  auto decimal = [](absl::string_view d, int64_t* out) {
+    if (d.empty() || d.size() > 18) return false;
+    for (char c : d) {
+      if (c < '0' || c > '9') return false;
+    }
+    return absl::SimpleAtoi(d, out);
+  };
+  const size_t colon = text.find(':');
+  CheckpointStep c;
+  if (colon == absl::string_view::npos || !decimal(text.substr(0, colon), &c.timeline) ||
+      !decimal(text.substr(colon + 1), &c.step)) {
+    return std::nullopt;
+  }
+  return c;
 }
 
 }  // namespace shardps

@@ -30,6 +30,7 @@
 #include "common/key_partition.h"
 #include "common/layout.h"
 #include "common/replica_map.h"
+#include "common/rpc_metadata.h"
 #include "proto/shardps.pb.h"
 #include "server/payload_blocks.h"
 #include "server/replica_link.h"
@@ -222,10 +223,12 @@ class ParameterServer {
   virtual absl::StatusOr<std::string> CheckpointNow() = 0;
   // Sync and ssp with --checkpoint_every_seconds: a step another server
   // announced for a checkpoint (common/rpc_metadata.h, kCheckpointStepKey),
-  // which this one takes too (server/shard_checkpointer.h, "By time").
-  virtual void NoteCheckpointStep(int64_t step) = 0;
-  // The step this server announces on its answers; -1 when none.
-  virtual int64_t AnnouncedCheckpointStep() const = 0;
+  // which this one takes too (server/shard_checkpointer.h, "By time"); one
+  // of another timeline than this server's is ignored.
+  virtual void NoteCheckpointStep(const CheckpointStep& announced) = 0;
+  // The step this server announces on its answers, with its timeline; none
+  // when it knows of none.
+  virtual std::optional<CheckpointStep> AnnouncedCheckpointStep() const = 0;
 
   virtual ServerStats Stats() = 0;
   virtual int server_id() const = 0;

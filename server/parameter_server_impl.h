@@ -71,8 +71,12 @@ class ParameterServerImpl final : public ParameterServer {
   void NotePeers(const std::vector<std::string>& addresses) override;
   void NoteView(const ServerView& view) override;
   ServerView View() const override { return view_.Load(); }
-  void NoteCheckpointStep(int64_t step) override;
-  int64_t AnnouncedCheckpointStep() const override { return checkpointer_.Announcement(); }
+  void NoteCheckpointStep(const CheckpointStep& announced) override;
+  std::optional<CheckpointStep> AnnouncedCheckpointStep() const override {
+    const int64_t step = checkpointer_.Announcement();
+    if (step < 0) return std::nullopt;
+    return CheckpointStep{timeline_, step};
+  }
   JoinInfo AnswerJoin(int from) override;
   absl::Status BeginJoin(const Layout& layout, int64_t timeline, const ServerView& view) override;
   absl::Status Rejoin() override;

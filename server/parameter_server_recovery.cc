@@ -234,10 +234,10 @@ void ParameterServerImpl::LogStaleness() {
   staleness_reported_step_ = step;
 }
 
-void ParameterServerImpl::NoteCheckpointStep(int64_t step) {
+void ParameterServerImpl::NoteCheckpointStep(const CheckpointStep& announced) {
   // A request thread: never waits for a rewind (Tick takes the step then).
   if (!rewind_mu_.ReaderTryLock()) return;
-  if (!shut_down_ && !awaiting_rewind_) checkpointer_.NoteAnnounced(step);
+  if (!shut_down_ && !awaiting_rewind_ && announced.timeline == timeline_) checkpointer_.NoteAnnounced(announced.step);
   rewind_mu_.ReaderUnlock();
 }
 

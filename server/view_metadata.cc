@@ -8,16 +8,16 @@ MetadataPairs ViewMetadata(const ParameterServer& core) {
   MetadataPairs pairs;
   if (const ServerView view = core.View(); !view.Pristine()) pairs.emplace_back(kServerViewKey, view.Text());
   if (std::string moved = core.MovedText(); !moved.empty()) pairs.emplace_back(kServerMovedKey, std::move(moved));
-  if (const int64_t step = core.AnnouncedCheckpointStep(); step >= 0) {
-    pairs.emplace_back(kCheckpointStepKey, CheckpointStepText(step));
+  if (const std::optional<CheckpointStep> announced = core.AnnouncedCheckpointStep()) {
+    pairs.emplace_back(kCheckpointStepKey, CheckpointStepText(*announced));
   }
   return pairs;
 }
 
 void NoteViewMetadata(const ReceivedMetadata& metadata, ParameterServer& core, ServerView* view) {
   if (auto it = metadata.find(kCheckpointStepKey); it != metadata.end()) {
-    if (auto step = ParseCheckpointStep(absl::string_view(it->second.data(), it->second.size()))) {
-      core.NoteCheckpointStep(*step);
+    if (auto announced = ParseCheckpointStep(absl::string_view(it->second.data(), it->second.size()))) {
+      core.NoteCheckpointStep(*announced);
     }
   }
   if (auto it = metadata.find(kServerMovedKey); it != metadata.end()) {

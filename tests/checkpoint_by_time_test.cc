@@ -36,6 +36,12 @@ ServerOptions ByTime(Mode mode, int servers, int workers, const std::string& dir
 
 std::vector<int64_t> Steps(TestCluster& cluster, int s) { return cluster.core(s)->Stats().checkpoint_steps; }
 
+// The step server s announces (of its timeline), or -1 when none.
+int64_t Announced(TestCluster& cluster, int s) {
+  const std::optional<CheckpointStep> announced = cluster.core(s)->AnnouncedCheckpointStep();
+  return announced ? announced->step : -1;
+}
+
 // Advances the servers' manual clock a tick at a time until `done()`, for
 // up to 10 s of real time (the housekeeping threads tick on that clock).
 template <typename Done>
@@ -87,8 +93,8 @@ TEST_CASE("servers whose timers run apart checkpoint the step the first announce
   servers.clock.Advance(kInterval / 2);
   REQUIRE(cluster.core(1)->CheckpointNow().ok());  // of step 2
   servers.clock.Advance(kInterval / 2);
-  REQUIRE(TickUntil(servers, [&] { return cluster.core(0)->AnnouncedCheckpointStep() >= 0; }));
-  REQUIRE(cluster.core(0)->AnnouncedCheckpointStep() == 4);  // two ahead of step 2 (server 1's timer is not due)
+  REQUIRE(TickUntil(servers, [&] { return Announced(cluster, 0) >= 0; }));
+  REQUIRE(Announced(cluster, 0) == 4);  // two ahead of step 2 (server 1's timer is not due)
 
   for (int s = 2; s < 6; ++s) step(s);
   auto both_hold_4 = [&] {
@@ -99,7 +105,7 @@ TEST_CASE("servers whose timers run apart checkpoint the step the first announce
     return true;
   };
   REQUIRE(TickUntil(servers, both_hold_4));
-  REQUIRE(cluster.core(1)->AnnouncedCheckpointStep() == 4);  // heard through the workers
+  REQUIRE(Announced(cluster, 1) == 4);  // heard through the workers
   // One checkpoint by time, of one step, on both; none of a step of its own
   // (the two newest are kept: server 1's step 0 has gone).
   REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{0, 4});
@@ -118,7 +124,7 @@ TEST_CASE("after its rewind a worker carries the servers' new announcement, not 
     INFO("step " << s << ": " << pushed.ToString());
     REQUIRE(pushed.ok());
   };
-  auto announced_by_0 = [&] { return cluster.core(0)->AnnouncedCheckpointStep(); };
+  auto announced_by_0 = [&] { return Announced(cluster, 0); };
   auto both_hold = [&](int64_t step) {
     return [&cluster, step] {
       for (int s = 0; s < 2; ++s) {
@@ -158,7 +164,7 @@ TEST_CASE("a sync server past the announced step announces a later one", "[check
   auto a = cluster.Worker(0);
   REQUIRE(a->Init(Zeros(SmallLayout())).ok());
   for (int s = 0; s < 4; ++s) REQUIRE(PushAll(*a, s, Filled(1)).ok());  // keys at step 4
-  REQUIRE(CallWithStep(cluster, 0, "3") == "6");  // too late for 3: two ahead of 4, armed at once
+  REQUIRE(CallWithStep(cluster, 0, "0:3") == "0:6");  // too late for 3: two ahead of 4, armed at once
   for (int s = 4; s < 7; ++s) REQUIRE(PushAll(*a, s, Filled(1)).ok());
   REQUIRE(TickUntil(servers, [&] { return Steps(cluster, 0).back() == 6; }));
   REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{0, 6});
@@ -186,7 +192,7 @@ TEST_CASE("a sync server of rows only takes an announced step before its --check
   push(0);
   push(1);
   cluster.core(keyless)->Tick();  // arms the tables' capture of step 100
-  REQUIRE(CallWithStep(cluster, keyless, "4") == "4");  // the tables stand at step 2
+  REQUIRE(CallWithStep(cluster, keyless, "0:4") == "0:4");  // the tables stand at step 2
   for (int step = 2; step < 6; ++step) push(step);
   REQUIRE(TickUntil(servers, [&] { return Steps(cluster, keyless).back() == 4; }));
   REQUIRE(Steps(cluster, keyless) == std::vector<int64_t>{0, 4});
@@ -199,23 +205,31 @@ TEST_CASE("an announced step no server could have sent is ignored", "[checkpoint
   TestCluster& cluster = servers.cluster;
   auto a = cluster.Worker(0);
   REQUIRE(a->Init(Zeros(SmallLayout())).ok());
-  for (const char* bad : {"1000000", "-3", "x", "", "99999999999999999999"}) {
-    INFO(bad);
+  for (const char* bad : {"0:1000000", "0:-3", "x", "", "5", "0:99999999999999999999", "1:5"}) {
+    INFO(bad);  // out of reach, malformed, or of another timeline (from before a rewind)
     REQUIRE(CallWithStep(cluster, 0, bad).empty());
-    REQUIRE(cluster.core(0)->AnnouncedCheckpointStep() == -1);
+    REQUIRE(Announced(cluster, 0) == -1);
   }
   // Within reach it is taken, but in async, where each server keeps its own timer.
-  REQUIRE(CallWithStep(cluster, 0, "5") == (mode == Mode::kAsync ? "" : "5"));
+  REQUIRE(CallWithStep(cluster, 0, "0:5") == (mode == Mode::kAsync ? "" : "0:5"));
 }
 
 TEST_CASE("the announced step's text", "[checkpoint]") {
-  REQUIRE(ParseCheckpointStep(CheckpointStepText(0)) == 0);
-  REQUIRE(ParseCheckpointStep(CheckpointStepText(123456789012)) == 123456789012);
-  REQUIRE(ParseCheckpointStep("999999999999999999") == 999999999999999999);
-  for (const char* bad : {"", "-1", "1.5", "12a", " 3", "99999999999999999999"}) {
+  for (const CheckpointStep c : {CheckpointStep{0, 0}, CheckpointStep{3, 123456789012}, CheckpointStep{1, 999999999999999999}}) {
+    const std::optional<CheckpointStep> back = ParseCheckpointStep(CheckpointStepText(c));
+    REQUIRE(back.has_value());
+    REQUIRE(back->timeline == c.timeline);
+    REQUIRE(back->step == c.step);
+  }
+  REQUIRE(CheckpointStepText({2, 17}) == "2:17");
+  for (const char* bad : {"", "3", ":3", "3:", "-1:3", "1:-3", "1:1.5", "1:12a", " 1:3", "1::3", "1:3:4",
+                          "1:99999999999999999999"}) {
     INFO(bad);
     REQUIRE(!ParseCheckpointStep(bad).has_value());
   }
+  // The newer of two: a later timeline first.
+  REQUIRE(CheckpointStep{0, 90} < CheckpointStep{1, 4});
+  REQUIRE(CheckpointStep{1, 4} < CheckpointStep{1, 5});
 }
 
 }  // namespace
