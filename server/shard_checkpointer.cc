@@ -74,10 +74,9 @@ void ShardCheckpointer::Tick(int64_t timeline) {
     time_due = clock_->Now() - last_write_ >= options_.checkpoint_every_interval;
   }
   if (options_.job.mode == Mode::kAsync) return TickByClock(time_due, timeline);
-  const bool keyless = table_.load()->size() == 0 && HasTables();
-  if (time_due) Announce(Reached() + 2);  // two ahead: every server hears of it before it completes it
+  if (time_due) AnnounceAhead();
   if (options_.job.mode == Mode::kSsp) return TickByClock(/*time_due=*/false, timeline);
-  if (keyless) return TickSyncTables(timeline);
+  if (Keyless()) return TickSyncTables(timeline);
   absl::MutexLock lock(&tables_mu_);
   {
     // The step taken is the last one from now on, so that a request's
@@ -110,9 +109,11 @@ void ShardCheckpointer::Announce(int64_t step) {
   }
 }
 
+void ShardCheckpointer::AnnounceAhead() { Announce(Reached() + 2); }
+
 int64_t ShardCheckpointer::Reached() {
   if (options_.job.mode == Mode::kSsp) return WorkerStep();
-  if (table_.load()->size() == 0 && HasTables()) return tables_step_();
+  if (Keyless()) return tables_step_();
   return table_.load()->VersionRange().second;
 }
 
@@ -151,6 +152,8 @@ bool ShardCheckpointer::TablesAt(const std::vector<TableSnapshot>& tables, int64
 
 bool ShardCheckpointer::HasTables() const { return capture_tables_ && tables_step_ && tables_step_() >= 0; }
 
+bool ShardCheckpointer::Keyless() const { return table_.load()->size() == 0 && HasTables(); }
+
 bool ShardCheckpointer::WriteWithTables(int64_t step, std::vector<KeySnapshot>& keys, int64_t timeline) {
   // The keys hold `step` exactly; the tables must too. A worker pushes a
   // step's rows after its dense gradients, so the tables may still be a
@@ -169,7 +172,7 @@ void ShardCheckpointer::WriteSyncStep(int64_t step, std::vector<KeySnapshot> key
   if (!TablesAt(tables, step)) {  // a table was past the step when its capture was armed
     spdlog::warn("checkpoint of step {} skipped: a sparse table was already past it", step);
     last_step_ = step;
-    if (step == announced_) Announce(Reached() + 2);  // the others take it; a later one all can
+    if (step == announced_) AnnounceAhead();  // the others take it; a later one all can
     return;
   }
   (void)Write(step, std::move(keys), timeline, std::move(tables));
@@ -236,7 +239,7 @@ bool ShardCheckpointer::ArmSync(int64_t step) {
   if (capture_.Arm(table, step)) return true;
   spdlog::warn("checkpoint of step {} skipped: keys were already past it", step);
   last_step_ = step;
-  if (announced) Announce(table.VersionRange().second + 2);  // the others take it; a later one all can
+  if (announced) AnnounceAhead();  // the others take it; a later one all can
   return false;
 }
 
@@ -259,7 +262,7 @@ absl::StatusOr<std::string> ShardCheckpointer::WriteNow(int64_t timeline) {
   if (!enabled() || table == nullptr) return absl::FailedPreconditionError("checkpoints are off or nothing to checkpoint");
   std::vector<KeySnapshot> keys = table->Capture();
   if (options_.job.mode != Mode::kSync) return Write(WorkerStep(), std::move(keys), timeline);
-  if (keys.empty() && HasTables()) return WriteTablesNow(timeline);
+  if (Keyless()) return WriteTablesNow(timeline);
   for (const KeySnapshot& k : keys) {
     if (k.version != keys.front().version) return HalfWay();
   }

@@ -126,6 +126,8 @@ class ShardCheckpointer {
   static bool TablesAt(const std::vector<TableSnapshot>& tables, int64_t step);
   // Whether the shard holds sparse tables (CaptureTablesWith, and the layout has some).
   bool HasTables() const;
+  // A shard of sparse tables and no dense keys (table_ set).
+  bool Keyless() const;
   // UNAVAILABLE naming the step while Tick takes a checkpoint.
   absl::Status CaptureUnderWay() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
   absl::Status HalfWay() const;  // UNAVAILABLE: keys or tables at different steps
@@ -141,6 +143,9 @@ class ShardCheckpointer {
   int64_t Reached();
   // How far ahead of Reached() an announced step may be (plus the staleness).
   static constexpr int64_t kAnnounceAhead = 16;
+  // Announces a step two ahead of Reached(): every server hears of it
+  // before it completes it (the file comment).
+  void AnnounceAhead();
   // Takes `step` as the announced one when it is newer, and restarts the
   // timer, so that one announcement serves every server's interval.
   void Announce(int64_t step);

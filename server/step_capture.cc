@@ -50,15 +50,16 @@ std::optional<std::pair<int64_t, std::vector<KeySnapshot>>> StepCapture::TakeCom
 bool StepCapture::CancelIfIncomplete() {
   absl::MutexLock lock(&mu_);
   if (step_ == kNone || copied_ == copies_.size()) return false;
-  step_ = kNone;
-  target_ = kNone;
-  copies_.clear();
-  copied_ = 0;
+  Clear();
   return true;
 }
 
 void StepCapture::Cancel() {
   absl::MutexLock lock(&mu_);
+  Clear();
+}
+
+void StepCapture::Clear() {
   step_ = kNone;
   target_ = kNone;
   copies_.clear();

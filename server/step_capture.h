@@ -51,6 +51,8 @@ class StepCapture {
   bool CancelIfIncomplete();
 
  private:
+  void Clear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // no capture
+
   std::atomic<int64_t> target_{kNone};
   absl::Mutex mu_;
   int64_t step_ ABSL_GUARDED_BY(mu_) = kNone;

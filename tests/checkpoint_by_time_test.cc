@@ -42,18 +42,6 @@ int64_t Announced(TestCluster& cluster, int s) {
   return announced ? announced->step : -1;
 }
 
-// Advances the servers' manual clock a tick at a time until `done()`, for
-// up to 10 s of real time (the housekeeping threads tick on that clock).
-template <typename Done>
-bool TickUntil(CheckpointsOnDemand& servers, Done done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (!done() && absl::Now() < give_up) {
-    servers.clock.Advance(HostOptions().tick_interval);
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return done();
-}
-
 // An Admin status call to server s carrying `step` as the announced
 // checkpoint step; the step the answer announces ("" when none).
 std::string CallWithStep(TestCluster& cluster, int s, const std::string& step) {
@@ -93,18 +81,11 @@ TEST_CASE("servers whose timers run apart checkpoint the step the first announce
   servers.clock.Advance(kInterval / 2);
   REQUIRE(cluster.core(1)->CheckpointNow().ok());  // of step 2
   servers.clock.Advance(kInterval / 2);
-  REQUIRE(TickUntil(servers, [&] { return Announced(cluster, 0) >= 0; }));
+  REQUIRE(servers.TickUntil([&] { return Announced(cluster, 0) >= 0; }));
   REQUIRE(Announced(cluster, 0) == 4);  // two ahead of step 2 (server 1's timer is not due)
 
   for (int s = 2; s < 6; ++s) step(s);
-  auto both_hold_4 = [&] {
-    for (int s = 0; s < 2; ++s) {
-      const std::vector<int64_t> steps = Steps(cluster, s);
-      if (std::find(steps.begin(), steps.end(), 4) == steps.end()) return false;
-    }
-    return true;
-  };
-  REQUIRE(TickUntil(servers, both_hold_4));
+  REQUIRE(servers.Reach(2, 4));
   REQUIRE(Announced(cluster, 1) == 4);  // heard through the workers
   // One checkpoint by time, of one step, on both; none of a step of its own
   // (the two newest are kept: server 1's step 0 has gone).
@@ -125,25 +106,16 @@ TEST_CASE("after its rewind a worker carries the servers' new announcement, not 
     REQUIRE(pushed.ok());
   };
   auto announced_by_0 = [&] { return Announced(cluster, 0); };
-  auto both_hold = [&](int64_t step) {
-    return [&cluster, step] {
-      for (int s = 0; s < 2; ++s) {
-        const std::vector<int64_t> steps = Steps(cluster, s);
-        if (std::find(steps.begin(), steps.end(), step) == steps.end()) return false;
-      }
-      return true;
-    };
-  };
   push(0);
   push(1);
   servers.clock.Advance(kInterval);
-  REQUIRE(TickUntil(servers, [&] { return announced_by_0() == 4; }));
+  REQUIRE(servers.TickUntil([&] { return announced_by_0() == 4; }));
   for (int s = 2; s < 30; ++s) push(s);
-  REQUIRE(TickUntil(servers, both_hold(4)));
+  REQUIRE(servers.Reach(2, 4));
   // The next announcement (32) reaches the worker; server 1 crashes before
   // step 32, and the job goes back to 4, far behind it.
   servers.clock.Advance(kInterval);
-  REQUIRE(TickUntil(servers, [&] { return announced_by_0() == 32; }));
+  REQUIRE(servers.TickUntil([&] { return announced_by_0() == 32; }));
   push(30);
   cluster.Restart(1);
   REQUIRE(IsRejoin(PushAll(*a, 31, Filled(1))));
@@ -153,9 +125,9 @@ TEST_CASE("after its rewind a worker carries the servers' new announcement, not 
   servers.clock.Advance(kInterval / 2);
   REQUIRE(cluster.core(1)->CheckpointNow().ok());
   servers.clock.Advance(kInterval / 2);
-  REQUIRE(TickUntil(servers, [&] { return announced_by_0() == 6; }));
+  REQUIRE(servers.TickUntil([&] { return announced_by_0() == 6; }));
   for (int s = 4; s < 8; ++s) push(s);
-  REQUIRE(TickUntil(servers, both_hold(6)));
+  REQUIRE(servers.Reach(2, 6));
 }
 
 TEST_CASE("a sync server past the announced step announces a later one", "[checkpoint]") {
@@ -166,7 +138,7 @@ TEST_CASE("a sync server past the announced step announces a later one", "[check
   for (int s = 0; s < 4; ++s) REQUIRE(PushAll(*a, s, Filled(1)).ok());  // keys at step 4
   REQUIRE(CallWithStep(cluster, 0, "0:3") == "0:6");  // too late for 3: two ahead of 4, armed at once
   for (int s = 4; s < 7; ++s) REQUIRE(PushAll(*a, s, Filled(1)).ok());
-  REQUIRE(TickUntil(servers, [&] { return Steps(cluster, 0).back() == 6; }));
+  REQUIRE(servers.TickUntil([&] { return Steps(cluster, 0).back() == 6; }));
   REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{0, 6});
 }
 
@@ -194,7 +166,7 @@ TEST_CASE("a sync server of rows only takes an announced step before its --check
   cluster.core(keyless)->Tick();  // arms the tables' capture of step 100
   REQUIRE(CallWithStep(cluster, keyless, "0:4") == "0:4");  // the tables stand at step 2
   for (int step = 2; step < 6; ++step) push(step);
-  REQUIRE(TickUntil(servers, [&] { return Steps(cluster, keyless).back() == 4; }));
+  REQUIRE(servers.TickUntil([&] { return Steps(cluster, keyless).back() == 4; }));
   REQUIRE(Steps(cluster, keyless) == std::vector<int64_t>{0, 4});
 }
 

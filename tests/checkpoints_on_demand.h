@@ -24,22 +24,27 @@ struct CheckpointsOnDemand {
   explicit CheckpointsOnDemand(const ServerOptions& o) : cluster(o, HostOptions(), &clock) {
     cluster.PutClientsOnRealClock();
   }
+  // Advances the servers' clock a tick at a time (their housekeeping
+  // threads run on it) until `done()`, for up to 10 s of real time.
+  template <typename Done>
+  bool TickUntil(Done done) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (!done() && absl::Now() < give_up) {
+      clock.Advance(HostOptions().tick_interval);
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return done();
+  }
   // Ticks the servers (their housekeeping writes checkpoints) until every
   // one holds a checkpoint of `step`, for up to 10 s of real time.
   bool Reach(int servers, int64_t step) {
-    const absl::Time give_up = absl::Now() + absl::Seconds(10);
-    for (int s = 0; s < servers; ++s) {
-      auto has = [&] {
+    return TickUntil([&] {
+      for (int s = 0; s < servers; ++s) {
         const std::vector<int64_t> steps = cluster.core(s)->Stats().checkpoint_steps;
-        return std::find(steps.begin(), steps.end(), step) != steps.end();
-      };
-      while (!has() && absl::Now() < give_up) {
-        clock.Advance(HostOptions().tick_interval);
-        absl::SleepFor(absl::Milliseconds(5));
+        if (std::find(steps.begin(), steps.end(), step) == steps.end()) return false;
       }
-      if (!has()) return false;
-    }
-    return true;
+      return true;
+    });
   }
 };
 
