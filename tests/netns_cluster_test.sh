@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deploy/netns/netns_cluster: two emulated hosts get their addresses only
-# inside their namespaces, a real ps_server in host 1 serves a push_pull
+# inside their namespaces and know each other's link-layer addresses (as
+# the switch knows their ports), a real ps_server in host 1 serves a push_pull
 # client in host 0 across the shaped link, a host's outgoing queue honors
 # socket priority (pfifo_fast) where the switch's is a plain FIFO, --sysctl
 # reaches every host, and `down` leaves nothing behind.
@@ -33,6 +34,13 @@ grep -q "10\.77\." <<<"$root_addrs" && fail "an emulated address leaked outside 
 host1_addrs=$("$cluster" --prefix="$prefix" exec 1 ip -o addr show dev eth0)
 grep -q "10.77.0.2/24" <<<"$host1_addrs" || fail "host 1 has no 10.77.0.2: $host1_addrs"
 pass "two hosts, addresses only inside their namespaces"
+
+host1_mac=$("$cluster" --prefix="$prefix" exec 1 cat /sys/class/net/eth0/address)
+neighbours=$("$cluster" --prefix="$prefix" exec 0 ip neigh show dev eth0)
+grep -q "^10.77.0.2 lladdr $host1_mac PERMANENT" <<<"$neighbours" || fail "host 0 does not know host 1's address ($host1_mac): $neighbours"
+fdb=$(ip netns exec "$prefix-sw" bridge fdb show)
+grep -q "^$host1_mac dev h1 master br0 static" <<<"$fdb" || fail "the switch does not know host 1's port: $fdb"
+pass "every host knows the others' link-layer addresses and the switch their ports (no ARP flood at start)"
 
 host_queue=$("$cluster" --prefix="$prefix" exec 0 tc qdisc show dev eth0)
 grep -q "pfifo_fast 10: parent 1:10 bands 3" <<<"$host_queue" || fail "host 0's outgoing queue is not pfifo_fast: $host_queue"
