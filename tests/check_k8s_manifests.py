@@ -1,9 +1,12 @@
-"""check_k8s_manifests.py FILE S N [--secret]: checks that the manifests of a
+"""check_k8s_manifests.py FILE S N [--secret] [--apart]: checks that the manifests of a
 ShardPS job with S servers and N workers (deploy/k8s/render) fit together:
 the workers' --servers are the StatefulSet's stable DNS names on the port the
 servers listen on, ranks come from the Indexed Job's completion index, server
 ids from the pod index, the probes and scrape annotations name the ports the
-processes open, and (with --secret) the Secret holds every file the flags name.
+processes open, (with --secret) the Secret holds every file the flags name, and
+(with --apart) no server pod may share a node with a worker or another server:
+each pod's required anti-affinity selects those pods by their template labels.
+Without --apart, no pod has an affinity rule.
 Prints one line per failed check and exits 1 if any failed."""
 import re
 import sys
@@ -12,6 +15,7 @@ import yaml
 
 path, servers, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with_secret = "--secret" in sys.argv
+apart = "--apart" in sys.argv
 docs = [d for d in yaml.safe_load_all(open(path)) if d]
 by_kind = {d["kind"]: d for d in docs}
 failures = []
@@ -79,6 +83,29 @@ check(volumes["checkpoints"]["persistentVolumeClaim"]["claimName"] == claim["met
 gpus = flag(worker["args"], "device") == "cuda"
 check(("nvidia.com/gpu" in worker.get("resources", {}).get("limits", {})) == gpus,
       "--device=cuda and the nvidia.com/gpu request disagree")
+
+def avoided(pod_spec):
+    """The pod templates (server, worker) whose pods this pod may not share a node with."""
+    terms = pod_spec.get("affinity", {}).get("podAntiAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", [])
+    out = set()
+    for term in terms:
+        if term.get("topologyKey") != "kubernetes.io/hostname":
+            continue
+        for kind, owner in (("server", sts), ("worker", job)):
+            labels = owner["spec"]["template"]["metadata"]["labels"]
+            if all(labels.get(k) == v for k, v in term["labelSelector"]["matchLabels"].items()):
+                out.add(kind)
+    return out
+
+
+server_avoids, worker_avoids = avoided(sts["spec"]["template"]["spec"]), avoided(job["spec"]["template"]["spec"])
+if apart:
+    check(server_avoids == {"server", "worker"}, "a server pod may share a node with %s"
+          % sorted({"server", "worker"} - server_avoids))
+    check("server" in worker_avoids, "a worker pod may share a node with a server")
+else:
+    check(not server_avoids and not worker_avoids, "pods avoid each other without --server_placement=apart")
 
 if with_secret:
     secret = by_kind["Secret"]

@@ -4,7 +4,8 @@
 # to fit together (tests/check_k8s_manifests.py): for the checked-in example
 # (S=2, N=4, which must be what render prints now), for S=3, N=8 with mutual
 # TLS and its Secret from deploy/make_certs, and for a CPU job without TLS.
-# A job running a Python script as its workers validates too.
+# A job running a Python script as its workers validates too, as does one
+# whose servers each take a node of their own (--server_placement=apart).
 # A manifest with an unknown field must fail validation, and render refuses
 # bad arguments. Prints a Catch2-style summary line for tools/test.
 set -uo pipefail
@@ -64,6 +65,13 @@ grep -q -- "- /opt/shardps/python/examples/fashion_mnist.py" "$work/script.yaml"
 ! grep -q "/opt/shardps/bin/ps_worker" "$work/script.yaml" || fail "a script job still runs ps_worker"
 pass "a job whose workers run a Python script (--script) validates and gives each its SHARDPS_* environment"
 
+"$render" --servers=4 --workers=4 --server_placement=apart > "$work/apart.yaml" || fail "render --server_placement=apart"
+validate "$work/apart.yaml" > "$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "the apart job does not validate"; }
+fits "$work/apart.yaml" 4 4 --apart || fail "--server_placement=apart: the anti-affinity does not keep servers apart"
+fits "$example" 2 4 --apart > "$work/fits.log" && fail "the example (shared placement) passed as apart"
+grep -q "may share a node" "$work/fits.log" || fail "the check does not say what may share a node: $(cat "$work/fits.log")"
+pass "--server_placement=apart validates, and keeps each server off nodes with a worker or another server"
+
 sed 's/completionMode: Indexed/completionMod: Indexed/' "$example" > "$work/broken.yaml"
 validate "$work/broken.yaml" > "$work/validate.log" 2>&1 && fail "an unknown field passed validation"
 grep -q "completionMod" "$work/validate.log" || { cat "$work/validate.log"; fail "the error does not name the field"; }
@@ -84,5 +92,6 @@ expect_refusal "whole number" --servers=two
 expect_refusal "tls, mutual or none" --security=plain
 expect_refusal "set by the manifests" --rank=3
 expect_refusal "make_certs" --servers=2 --certs="$work/none"
+expect_refusal "shared or apart" --server_placement=far
 pass "render refuses bad arguments with a clear error"
 all_passed
