@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "common/key_partition.h"
 #include "common/table_spec.h"
 #include "server/safetensors.h"
@@ -29,13 +27,9 @@ absl::StatusOr<ShardFiles> FindShards(const std::string& dir) {
   if (error) return absl::NotFoundError(absl::StrCat("cannot read ", dir, ": ", error.message()));
   ShardFiles found;
   for (const auto& entry : it) {
-    std::vector<std::string> parts = absl::StrSplit(entry.path().filename().string(), absl::ByAnyChar("-."));
-    // shard-<id>-of-<n>-step-<T>.safetensors
-    int id = 0, n = 0;
-    if (parts.size() != 7 || parts[0] != "shard" || parts[2] != "of" || parts[4] != "step" ||
-        parts[6] != "safetensors" || !absl::SimpleAtoi(parts[1], &id) || !absl::SimpleAtoi(parts[3], &n)) {
-      continue;
-    }
+    const std::optional<ShardCheckpointName> name = ParseShardCheckpointName(entry.path().filename().string());
+    if (!name.has_value()) continue;
+    const int id = name->server_id, n = name->num_servers;
     if (found.num_servers != 0 && found.num_servers != n) {
       return absl::FailedPreconditionError(
           absl::StrCat(dir, " holds shards of jobs with ", found.num_servers, " and ", n, " servers"));

@@ -57,36 +57,39 @@ std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_s
   return absl::StrCat(dir, "/shard-", server_id, "-of-", num_servers, "-step-", step, ".safetensors");
 }
 
+std::optional<ShardCheckpointName> ParseShardCheckpointName(absl::string_view file_name) {
+  absl::string_view rest = file_name;
+  if (!absl::ConsumePrefix(&rest, "shard-") || !absl::ConsumeSuffix(&rest, ".safetensors")) return std::nullopt;
+  const size_t of = rest.find("-of-"), step = rest.find("-step-");
+  if (of == absl::string_view::npos || step == absl::string_view::npos || step < of) return std::nullopt;
+  ShardCheckpointName n;
+  if (!absl::SimpleAtoi(rest.substr(0, of), &n.server_id) ||
+      !absl::SimpleAtoi(rest.substr(of + 4, step - of - 4), &n.num_servers) ||
+      !absl::SimpleAtoi(rest.substr(step + 6), &n.step)) {
+    return std::nullopt;
+  }
+  // Only the spelling ShardCheckpointPath writes: no sign, no leading zero.
+  const std::string written = absl::StrCat("shard-", n.server_id, "-of-", n.num_servers, "-step-", n.step, ".safetensors");
+  if (written != file_name || n.server_id < 0 || n.num_servers < 1 || n.step < 0) return std::nullopt;
+  return n;
+}
+
 std::string CheckpointOfOtherServerCount(const std::string& dir, int num_servers) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    absl::string_view rest = name;
-    if (!absl::ConsumePrefix(&rest, "shard-") || !absl::ConsumeSuffix(&rest, ".safetensors")) continue;
-    const size_t of = rest.find("-of-"), step = rest.find("-step-");
-    int servers = 0;
-    if (of == absl::string_view::npos || step == absl::string_view::npos || step < of ||
-        !absl::SimpleAtoi(rest.substr(of + 4, step - of - 4), &servers)) {
-      continue;
-    }
-    if (servers != num_servers) return name;
+    const std::optional<ShardCheckpointName> n = ParseShardCheckpointName(name);
+    if (n.has_value() && n->num_servers != num_servers) return name;
   }
   return "";
 }
 
 std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int server_id, int num_servers) {
-  const std::string prefix = absl::StrCat("shard-", server_id, "-of-", num_servers, "-step-");
-  constexpr absl::string_view kSuffix = ".safetensors";
   std::vector<int64_t> steps;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    absl::string_view rest = name;
-    int64_t step;
-    if (absl::ConsumePrefix(&rest, prefix) && absl::ConsumeSuffix(&rest, kSuffix) &&
-        absl::SimpleAtoi(rest, &step) && step >= 0) {
-      steps.push_back(step);
-    }
+    const std::optional<ShardCheckpointName> n = ParseShardCheckpointName(entry.path().filename().string());
+    if (n.has_value() && n->server_id == server_id && n->num_servers == num_servers) steps.push_back(n->step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;

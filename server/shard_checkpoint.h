@@ -6,10 +6,12 @@
 #define SHARDPS_SERVER_SHARD_CHECKPOINT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/job_view.h"
 #include "common/key_partition.h"
 #include "common/layout.h"
@@ -46,6 +48,16 @@ struct ShardSnapshot {
 
 // "<dir>/shard-<id>-of-<n>-step-<step>.safetensors".
 std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_servers, int64_t step);
+
+// What a checkpoint file's name says: ShardCheckpointPath's file name read
+// back. Anything else (another file, a number spelled otherwise, a
+// negative step) is nullopt.
+struct ShardCheckpointName {
+  int server_id = 0;
+  int num_servers = 0;
+  int64_t step = 0;
+};
+std::optional<ShardCheckpointName> ParseShardCheckpointName(absl::string_view file_name);
 
 // The steps of this server's checkpoint files in `dir`, ascending; empty
 // when there are none or `dir` does not exist.

@@ -163,6 +163,33 @@ TEST_CASE("ps_server restarted after SIGKILL serves the checkpointed step bit fo
   REQUIRE(ListCheckpointSteps(dir, 0, 1) == std::vector<int64_t>{4, 5});  // the newest two are kept
 }
 
+TEST_CASE("a checkpoint file's name is read back only as ShardCheckpointPath writes it", "[checkpoint]") {
+  const std::string path = ShardCheckpointPath("/ckpt", 3, 12, 4096);
+  const std::optional<ShardCheckpointName> n = ParseShardCheckpointName(path.substr(path.rfind('/') + 1));
+  REQUIRE(n.has_value());
+  CHECK(n->server_id == 3);
+  CHECK(n->num_servers == 12);
+  CHECK(n->step == 4096);
+  for (const char* other : {"shard-3-of-12-step-4096.safetensors.tmp", "shard-3-of-12-step-4096",
+                            "ckpt-3-of-12-step-4.safetensors",
+                            "shard-3-of-12-step--1.safetensors", "shard-03-of-12-step-4.safetensors",
+                            "shard-3-of-12-step-+4.safetensors", "shard-3-of-0-step-4.safetensors",
+                            "shard-3-step-4-of-12.safetensors", "shard-x-of-12-step-4.safetensors",
+                            "shard-3-of-12-step-4.5.safetensors", "shard--of--step-.safetensors"}) {
+    INFO(other);
+    CHECK_FALSE(ParseShardCheckpointName(other).has_value());
+  }
+  // The three readers of the names agree: a directory of one good file and look-alikes.
+  const std::string dir = TempDir("names");
+  for (const char* name : {"shard-0-of-2-step-7.safetensors", "shard-0-of-2-step-07.safetensors",
+                           "shard-1-of-3-step-x.safetensors", "shard-0-of-2-step-8.safetensors.tmp"}) {
+    std::ofstream(dir + "/" + name) << "x";
+  }
+  CHECK(ListCheckpointSteps(dir, 0, 2) == std::vector<int64_t>{7});
+  CHECK(CheckpointOfOtherServerCount(dir, 2).empty());
+  CHECK(CheckpointOfOtherServerCount(dir, 3) == "shard-0-of-2-step-7.safetensors");
+}
+
 TEST_CASE("a checkpoint from another configuration is refused at start", "[checkpoint]") {
   const std::string dir = TempDir("foreign");
   ShardSnapshot shard;
