@@ -92,9 +92,11 @@ def avoided(pod_spec):
     for term in terms:
         if term.get("topologyKey") != "kubernetes.io/hostname":
             continue
+        match = term.get("labelSelector", {}).get("matchLabels")
+        check(match is not None, "an anti-affinity term selects pods otherwise than by matchLabels")
         for kind, owner in (("server", sts), ("worker", job)):
             labels = owner["spec"]["template"]["metadata"]["labels"]
-            if all(labels.get(k) == v for k, v in term["labelSelector"]["matchLabels"].items()):
+            if match and all(labels.get(k) == v for k, v in match.items()):
                 out.add(kind)
     return out
 
@@ -103,9 +105,10 @@ server_avoids, worker_avoids = avoided(sts["spec"]["template"]["spec"]), avoided
 if apart:
     check(server_avoids == {"server", "worker"}, "a server pod may share a node with %s"
           % sorted({"server", "worker"} - server_avoids))
-    check("server" in worker_avoids, "a worker pod may share a node with a server")
+    check(worker_avoids == {"server"}, "workers avoid %s, want servers alone" % sorted(worker_avoids))
 else:
-    check(not server_avoids and not worker_avoids, "pods avoid each other without --server_placement=apart")
+    check(all("affinity" not in t["spec"]["template"]["spec"] for t in (sts, job)),
+          "pods have an affinity rule without --server_placement=apart")
 
 if with_secret:
     secret = by_kind["Secret"]

@@ -67,6 +67,7 @@ pass "a job whose workers run a Python script (--script) validates and gives eac
 
 "$render" --servers=4 --workers=4 --server_placement=apart > "$work/apart.yaml" || fail "render --server_placement=apart"
 validate "$work/apart.yaml" > "$work/validate.log" 2>&1 || { cat "$work/validate.log"; fail "the apart job does not validate"; }
+[ "$(grep -c passed "$work/validate.log")" = 5 ] || { cat "$work/validate.log"; fail "not 5 objects validated"; }
 fits "$work/apart.yaml" 4 4 --apart || fail "--server_placement=apart: the anti-affinity does not keep servers apart"
 fits "$example" 2 4 --apart > "$work/fits.log" && fail "the example (shared placement) passed as apart"
 grep -q "may share a node" "$work/fits.log" || fail "the check does not say what may share a node: $(cat "$work/fits.log")"

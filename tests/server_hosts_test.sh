@@ -15,7 +15,11 @@ scaling=$runfiles/bench/scaling
 grep -q "server_hosts=own is for --netns" "$work/no_netns.txt" || fail "unclear refusal: $(cat "$work/no_netns.txt")"
 "$scaling" --netns --server_hosts=apart --workers=1 > "$work/bad.txt" 2>&1 && fail "--server_hosts=apart was taken"
 grep -q "server_hosts is shared or own" "$work/bad.txt" || fail "unclear refusal: $(cat "$work/bad.txt")"
-pass "--server_hosts=own without --netns, and a value other than shared or own, are refused before any set-up"
+if [ "$(id -u)" = 0 ]; then
+  "$scaling" --netns --server_hosts=own --workers=1,128 > "$work/too_many.txt" 2>&1 && fail "a cluster of 256 hosts was taken"
+  grep -q "would need 256 hosts; it holds 254" "$work/too_many.txt" || fail "unclear refusal: $(cat "$work/too_many.txt")"
+fi
+pass "--server_hosts=own without --netns, another value than shared or own, and more hosts than the cluster holds are refused before any set-up"
 
 if [ "$(id -u)" != 0 ] || ! ip netns list > /dev/null 2>&1; then
   echo "SKIPPED (not root): the placement checks need network namespaces"
@@ -37,4 +41,15 @@ grep -q "servers on hosts of their own" "$work/own.txt" || fail "own: the run do
 grep -q "^netns_cluster: 2 hosts" "$work/shared.txt" || fail "shared: want 2 hosts: $(head -1 "$work/shared.txt")"
 [ "$(hosts "$work/shared/sync-n2")" = "1 2" ] || fail "shared, N = 2: servers on hosts '$(hosts "$work/shared/sync-n2")', want 1 2"
 pass "own: N = 2's servers on hosts 3 and 4 of 4, N = 1's beside its worker; shared: server i beside worker i"
+
+# Fewer workers than the largest N, and a fixed server count: the servers
+# follow the largest N's workers whatever N is; N = 1 keeps server i on host i.
+SHARDPS_BIN=$runfiles "$scaling" --netns --rate=200mbit --compute_ms=200 --steps=2 --workers=1,2,3 --servers=2 --modes=sync \
+  --server_hosts=own --out="$work/fixed" > "$work/fixed.txt" 2>&1 || fail "bench/scaling --servers=2: $(tail -3 "$work/fixed.txt")"
+grep -q "^netns_cluster: 5 hosts" "$work/fixed.txt" || fail "--servers=2, N up to 3: want 5 hosts: $(head -1 "$work/fixed.txt")"
+for n in 2 3; do
+  [ "$(hosts "$work/fixed/sync-n$n")" = "4 5" ] || fail "--servers=2, N = $n: servers on hosts '$(hosts "$work/fixed/sync-n$n")', want 4 5"
+done
+[ "$(hosts "$work/fixed/sync-n1")" = "1 2" ] || fail "--servers=2, N = 1: servers on hosts '$(hosts "$work/fixed/sync-n1")', want 1 2"
+pass "--servers=2 with N = 1, 2, 3: N = 2 and 3 put the servers on hosts 4 and 5 of 5, N = 1 on hosts 1 and 2"
 all_passed
