@@ -53,8 +53,15 @@ absl::StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta, 
 
 }  // namespace
 
+namespace {
+// "shard-<id>-of-<n>-step-<step>.safetensors": the one spelling written and read.
+std::string ShardCheckpointFileName(int server_id, int num_servers, int64_t step) {
+  return absl::StrCat("shard-", server_id, "-of-", num_servers, "-step-", step, ".safetensors");
+}
+}  // namespace
+
 std::string ShardCheckpointPath(const std::string& dir, int server_id, int num_servers, int64_t step) {
-  return absl::StrCat(dir, "/shard-", server_id, "-of-", num_servers, "-step-", step, ".safetensors");
+  return absl::StrCat(dir, "/", ShardCheckpointFileName(server_id, num_servers, step));
 }
 
 std::optional<ShardCheckpointName> ParseShardCheckpointName(absl::string_view file_name) {
@@ -69,8 +76,10 @@ std::optional<ShardCheckpointName> ParseShardCheckpointName(absl::string_view fi
     return std::nullopt;
   }
   // Only the spelling ShardCheckpointPath writes: no sign, no leading zero.
-  const std::string written = absl::StrCat("shard-", n.server_id, "-of-", n.num_servers, "-step-", n.step, ".safetensors");
-  if (written != file_name || n.server_id < 0 || n.num_servers < 1 || n.step < 0) return std::nullopt;
+  if (ShardCheckpointFileName(n.server_id, n.num_servers, n.step) != file_name || n.server_id < 0 ||
+      n.num_servers < 1 || n.step < 0) {
+    return std::nullopt;
+  }
   return n;
 }
 
