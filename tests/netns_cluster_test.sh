@@ -50,6 +50,18 @@ grep -q "pfifo 10: parent 1:10" <<<"$switch_queue" || fail "the switch's port is
 grep -q "want pfifo_fast or pfifo" "$work/bad.txt" || fail "no clear error for --host_queue=fq: $(cat "$work/bad.txt")"
 pass "each host's queue is pfifo_fast, each switch port a FIFO; another queue is refused"
 
+# One /24 holds 254 hosts: a larger count, none, or not a number is refused
+# with exit 2 before anything is set up.
+for hosts in 255 0 two; do
+  rc=0
+  "$cluster" up "$hosts" --prefix="${prefix}z" > "$work/bad_hosts.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] || fail "up $hosts exited $rc, not 2"
+  grep -q "from 1 to 254 (one /24), not '$hosts'" "$work/bad_hosts.txt" \
+    || fail "no clear error for up $hosts: $(cat "$work/bad_hosts.txt")"
+done
+[ "$(ip netns list | grep -c "^${prefix}z-")" = 0 ] || fail "a refused host count left namespaces behind"
+pass "up refuses 255 hosts, 0 and a count that is not a number (one /24 holds 254), and sets nothing up"
+
 for i in 0 1; do
   rmem=$("$cluster" --prefix="$prefix" exec $i cat /proc/sys/net/ipv4/tcp_rmem)
   [ "$(echo $rmem)" = "4096 32768 65536" ] || fail "host $i's tcp_rmem is '$rmem', not what --sysctl set"
