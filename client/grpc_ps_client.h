@@ -25,6 +25,7 @@
 #include "client/ps_requests.h"
 #include "client/server_connection.h"
 #include "client/transfer_queue.h"
+#include "common/fanout.h"
 #include "common/key_partition.h"
 
 namespace shardps {
@@ -43,25 +44,10 @@ struct PulledPlace {
 absl::Status Blocking(const std::function<void(PsClient::Done)>& fn);
 
 // Collects the answers of several calls; runs `done` once, after the last,
-// with the first error (a rejoin status before any other). Shared by the
-// calls' callbacks, which keep it alive.
-class Fanout {
+// with the first error (a rejoin status before any other).
+class Fanout : public CallFanout {
  public:
-  Fanout(int calls, PsClient::Done done) : remaining_(calls), done_(std::move(done)) {}
-  void Finish(const absl::Status& status) {
-    {
-      absl::MutexLock lock(&mu_);
-      KeepFirstError(error_, status);
-      if (--remaining_ > 0) return;
-    }
-    done_(error_);
-  }
-
- private:
-  absl::Mutex mu_;
-  int remaining_ ABSL_GUARDED_BY(mu_);
-  absl::Status error_;  // written under mu_, read after the last Finish
-  const PsClient::Done done_;
+  Fanout(int calls, PsClient::Done done) : CallFanout(calls, std::move(done), KeepFirstError) {}
 };
 
 // The budgets of the push queue and of the fetch queue

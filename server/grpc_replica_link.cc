@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/fanout.h"
 #include "common/grpc_status.h"
 #include "common/reconnect_args.h"
 #include "common/rpc_metadata.h"
@@ -15,26 +16,6 @@ namespace shardps {
 namespace {
 
 constexpr absl::Duration kRetryBackoff = absl::Milliseconds(50);
-
-// The parts of one Send: `done` once all are answered, with the first error.
-class PartsAnswered {
- public:
-  PartsAnswered(int parts, std::function<void(absl::Status)> done) : left_(parts), done_(std::move(done)) {}
-  void Answered(const absl::Status& status) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (first_error_.ok()) first_error_ = status;
-      if (--left_ > 0) return;
-    }
-    done_(first_error_);
-  }
-
- private:
-  absl::Mutex mu_;
-  int left_ ABSL_GUARDED_BY(mu_);
-  absl::Status first_error_;  // written under mu_, read after the last part
-  const std::function<void(absl::Status)> done_;
-};
 
 // The raw Replicate frame of `items`' updates, in order (a later update of
 // a key supersedes an earlier one there): the keys' header, and their
@@ -217,9 +198,9 @@ void GrpcReplicaLink::Send(int from, int to, int64_t timeline, std::vector<Repli
     parts.back().push_back(std::move(u));
   }
   if (parts.size() == 1) return Queue(to, Item{from, timeline, std::move(parts[0]), std::move(done), {}});
-  auto all = std::make_shared<PartsAnswered>(static_cast<int>(parts.size()), std::move(done));
+  auto all = std::make_shared<CallFanout>(static_cast<int>(parts.size()), std::move(done));
   for (std::vector<ReplicaUpdate>& part : parts) {
-    Queue(to, Item{from, timeline, std::move(part), [all](absl::Status status) { all->Answered(status); }, {}});
+    Queue(to, Item{from, timeline, std::move(part), [all](absl::Status status) { all->Finish(status); }, {}});
   }
 }
 
