@@ -288,6 +288,21 @@ TEST_CASE("rows untouched for --row_ttl_steps are evicted, and come back as new 
   CHECK(f.store->Stats()[0].rows_created == 3);
 }
 
+TEST_CASE("a refused sync push or an unanswered pull at a far step ages no row (--row_ttl_steps)", "[sparse]") {
+  Fixture f(Mode::kSync, 1, 0, /*ttl=*/4);
+  REQUIRE(f.Push(0, 0, {1}, {2, 2}).ok());
+  absl::StatusOr<wire::PushOutcome> far = f.Push(0, 1000000000, {1}, {1, 1});
+  REQUIRE(!far.ok());
+  CHECK(far.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(!f.Pull(1000000000, {1}).has_value());  // waits: the table is at step 1
+  f.store->Tick(absl::Now());
+  CHECK(f.store->Stats()[0].rows_evicted == 0);
+  auto kept = f.Pull(1, {1});
+  REQUIRE(kept.has_value());
+  REQUIRE(kept->ok());
+  CHECK((*kept)->rows == std::vector<float>{-2, -2});  // row 1 keeps its update
+}
+
 TEST_CASE("sparse async AdaGrad: a push is 1/N of a step, as for dense keys", "[sparse]") {
   SparseStoreOptions o;
   o.async_lr_scaling = AsyncLrScaling::kWorkers;

@@ -118,7 +118,9 @@ absl::StatusOr<SparseStore::DecodedPush> SparseStore::DecodePush(uint32_t table,
 
 absl::StatusOr<wire::PushOutcome> SparseStore::ApplyPush(int rank, int64_t step, DecodedPush push) {
   TableState& state = *push.table;
-  NoteStep(state, step);
+  // Sync notes the step once its window takes it (PushSync): a refused step
+  // must not age every row. Async and ssp take a worker's step as it comes.
+  if (options_.mode != Mode::kSync) NoteStep(state, step);
   state.pushes.fetch_add(1, std::memory_order_relaxed);
   state.rows_pushed.fetch_add(static_cast<int64_t>(push.ids.size()), std::memory_order_relaxed);
   if (options_.mode == Mode::kSync) return PushSync(state, rank, step, std::move(push.ids), std::move(push.rows));
@@ -161,6 +163,7 @@ absl::StatusOr<wire::PushOutcome> SparseStore::PushSync(TableState& t, int rank,
                                                         ", but the table is at step ", version, " (a push may name it or ",
                                                         kSyncStepsAhead, " steps after it)"));
     }
+    NoteStep(t, step);
     std::vector<std::optional<TableState::RowGrads>>& slots = t.pending[step];
     if (slots.empty()) slots.resize(static_cast<size_t>(t.num_workers));
     if (slots[static_cast<size_t>(rank)].has_value()) return wire::PUSH_DUPLICATE;
@@ -266,6 +269,9 @@ void SparseStore::Answer(WaitingPull& pull) {
   PulledRows out;
   out.version = t.version.load();
   if (pull.ack_only) return pull.done(std::move(out));
+  // Noted when answered, not when asked: a pull at a step the table never
+  // reaches (sync waits for it) must not age every row.
+  NoteStep(t, pull.step);
   out.rows.resize(pull.ids.size() * static_cast<size_t>(t.table.dim()));
   t.table.Read(pull.ids.data(), pull.ids.size(), out.rows.data());
   t.pulls.fetch_add(1, std::memory_order_relaxed);
@@ -285,7 +291,6 @@ void SparseStore::Pull(int rank, int64_t step, uint32_t table, absl::string_view
 }
 
 void SparseStore::PullDecoded(WaitingPull pull) {
-  if (!pull.ack_only) NoteStep(*tables_[pull.table], pull.step);
   pull.copy_wait = tables_[pull.table]->version.load();
   {
     absl::MutexLock lock(&waiting_mu_);
