@@ -196,6 +196,8 @@ def _writable_rows(out, n, dim, owner):
         return stage
     if out.shape != (n, dim) or out.dtype != np.float32 or not out.flags["C_CONTIGUOUS"]:
         raise ValueError("rows to pull into: want a C-contiguous float32 array of shape (%d, %d)" % (n, dim))
+    if not out.flags["WRITEABLE"]:
+        raise ValueError("rows to pull into: the array is read-only")
     return out
 
 

@@ -61,6 +61,11 @@ class ManyRowsTest(unittest.TestCase):
         self.assertFalse(handle.value)
         with self.assertRaisesRegex(ValueError, r"want a C-contiguous float32 array of shape \(2, 2\)"):
             self.client.pull_rows_many_async(0, [(0, ids, rows), (1, ids, rows)])  # items have dim 2
+        frozen = np.full((2, 3), 9, np.float32)
+        frozen.flags.writeable = False
+        with self.assertRaisesRegex(ValueError, "the array is read-only"):
+            self.client.pull_rows(0, 0, ids, frozen)  # would write through a read-only buffer
+        np.testing.assert_array_equal(frozen, np.full((2, 3), 9))
         with self.assertRaisesRegex(KeyError, "no table named 'nope'"):
             self.client.push_rows_many_async(0, [("nope", ids, rows)])
         self.client.pull_rows_many_async(0, [(0, ids, rows)]).wait()  # still serving
