@@ -93,8 +93,7 @@ class Worker:
             raise ShardpsError("Worker.start() first")
         for n, p in self.params:
             if n not in self._pushed:  # no gradient this step: push zeros
-                self._grads[n].zero_()
-                self._push(n)
+                self._push(n, lambda buf: buf.zero_())
             p.grad = None
         self._pushed.clear()
         self.tables.push(self.step)
@@ -158,15 +157,17 @@ class Worker:
     def _on_grad(self, n, grad):
         if self.step is None or grad is None:
             return None
-        self._grads[n].copy_(grad.detach())
-        self._push(n)
+        self._push(n, lambda buf: buf.copy_(grad.detach()))
         return None
 
-    def _push(self, n):
-        # The last step's push of this parameter borrowed its buffer.
+    def _push(self, n, fill):
+        # The last step's push of this parameter borrows its buffer until it
+        # has left (it is encoded when sent): wait for it before `fill`
+        # writes this step's gradient there.
         previous, self._pushes[n] = self._pushes[n], None
         if previous is not None:
             self._wait(previous)
+        fill(self._grads[n])
         quietly(self._pulls[n])  # a pull not consumed (no forward ran): its buffer is reused
         self._pushes[n], self._pulls[n] = self.client.push_then_pull(
             self.step, {n: self._grads[n]}, {n: self._weights[n]})

@@ -93,5 +93,86 @@ class WorkerTest(unittest.TestCase):
             shardps.torch.Worker(Tiny(seed=1), shardps.init_from_env())
 
 
+class _Done:
+    """A finished call; `on_wait` runs at its first wait()."""
+    def __init__(self, on_wait=None):
+        self.on_wait = on_wait
+
+    def wait(self, rejoin=True):
+        if self.on_wait is not None:
+            on_wait, self.on_wait = self.on_wait, None
+            on_wait()
+        return True
+
+
+class _LateClient:
+    """A client whose pushes read their buffers only when waited for, as a
+    real push may leave late (the transfer schedule encodes it when sent)."""
+    def __init__(self):
+        self.sent = []  # (step, name, values), in the order they left
+
+    def register(self):
+        return 0
+
+    def init(self, values):
+        return True
+
+    def pull_async(self, step, weights):
+        for buf in weights.values():
+            buf.fill_(0.5)  # weights that give every layer a gradient
+        return _Done()
+
+    def push_then_pull(self, step, grads, weights):
+        (name, buf), = grads.items()
+        return _Done(lambda: self.sent.append((step, name, buf.clone()))), self.pull_async(step, weights)
+
+    def push_rows_many_async(self, step, transfers):  # no tables: an empty push
+        return _Done()
+
+    def close(self):
+        pass
+
+
+class _LateJob:
+    rank = 0
+
+    def __init__(self):
+        self.client = _LateClient()
+
+    def flag(self, name, kind, default):
+        return default
+
+    def connect(self, layout, tables):
+        return self.client
+
+
+class TwoLayers(nn.Module if torch else object):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(2, 2, bias=False)
+        self.b = nn.Linear(2, 2, bias=False)
+
+    def forward(self, x, use_b):
+        return self.b(self.a(x)) if use_b else self.a(x)
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class LatePushTest(unittest.TestCase):
+    def test_a_push_keeps_its_gradient_until_it_leaves(self):
+        job = _LateJob()
+        model = TwoLayers()
+        worker = shardps.torch.Worker(model, job)
+        worker.start()
+        model(torch.ones(1, 2), use_b=True).sum().backward()
+        b_grad = model.b.weight.grad.clone()
+        worker.step_done()
+        model(torch.ones(1, 2), use_b=False).sum().backward()  # b has no gradient at step 1: zeros
+        worker.step_done()
+        sent = {(step, name): values for step, name, values in job.client.sent}
+        self.assertIn((0, "b.weight"), sent)
+        self.assertTrue(torch.equal(sent[(0, "b.weight")], b_grad), "step 0's push of b was overwritten before it left")
+        self.assertTrue(bool(b_grad.abs().sum() > 0))
+
+
 if __name__ == "__main__":
     unittest.main()
