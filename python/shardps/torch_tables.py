@@ -74,7 +74,10 @@ class SparseTables:
         # pull at once and could otherwise read rows without them.
         self.read_your_writes = read_your_writes
         self.on_rejoin = None  # called with the step a rejoin continues at
-        self.batch = {}   # table index -> (distinct ids, the tensor their gradient lands in)
+        # table index -> [(distinct ids, the tensor their gradient lands in)]:
+        # one entry per forward of a HashEmbeddingBag (a module may run
+        # several times a step), the weight's one entry for nn.Embedding(Bag).
+        self.batch = {}
         self.pushes = []
         self.prefetched = {}  # table index -> (ids, distinct ids, inverse, rows, the pull in flight)
 
@@ -115,7 +118,8 @@ class SparseTables:
             try:
                 got[4].wait()
                 return got[1], got[2], got[3]
-            except RejoinError:
+            except RejoinError as e:
+                self._rejoined(e)
                 raise
             except ShardpsError:
                 # The prefetch's one call for every table failed: at the
@@ -128,8 +132,20 @@ class SparseTables:
         unique, inverse = _unique(ids)
         rows = torch.empty((unique.numel(), dim), dtype=torch.float32)
         self._await_own_pushes()
-        self._pull_rows(step, t, unique, rows)
+        try:
+            self._pull_rows(step, t, unique, rows)
+        except RejoinError as e:
+            self._rejoined(e)
+            raise
         return unique, inverse, rows
+
+    def _rejoined(self, error):
+        """A row pull met a rejoin: the worker lines up (on_rejoin), as it does
+        for its dense calls and row pushes, before the error rises."""
+        for t in list(self.prefetched):
+            self._forget(t)
+        if self.on_rejoin is not None:
+            self.on_rejoin(error.step)
 
     def _pull_rows(self, step, t, ids, rows, timeout=300.0):
         """A blocking row pull. At the start of a job a server may not have
@@ -157,12 +173,12 @@ class SparseTables:
                 device = inputs[0].device
                 module._rows = rows.to(device).requires_grad_(True)
                 module._inverse = inverse.to(device)
-                self.batch[t] = (unique, module._rows)
+                self.batch.setdefault(t, []).append((unique, module._rows))
             else:
                 with torch.no_grad():
                     module.weight.index_copy_(0, unique.to(module.weight.device),
                                               rows.to(module.weight.device, module.weight.dtype))
-                self.batch[t] = (unique, module.weight)
+                self.batch[t] = [(unique, module.weight)]  # the weight collects every forward's gradient
         return hook
 
     def push(self, step):
@@ -175,18 +191,33 @@ class SparseTables:
 
     def _gradient(self, t, module):
         dim = module.embedding_dim
-        unique, holder = self.batch.get(t, (None, None))
-        grad = None if holder is None else holder.grad
-        if grad is None:
-            return torch.empty(0, dtype=torch.int64), torch.empty((0, dim))
-        holder.grad = None
+        none = torch.empty(0, dtype=torch.int64), torch.empty((0, dim))
         if isinstance(module, HashEmbeddingBag):
             module._rows = None
-            return unique, grad.detach().to("cpu", torch.float32)
+            return self._hashed_gradient(self.batch.get(t, []), dim, none)
+        unique, holder = self.batch.get(t, [(None, None)])[0]
+        grad = None if holder is None else holder.grad
+        if grad is None:
+            return none
+        holder.grad = None
         if grad.is_sparse:
             grad = grad.coalesce()
             return grad.indices()[0].to("cpu"), grad.values().detach().to("cpu", torch.float32).reshape(-1, dim)
         return unique, grad.detach()[unique.to(grad.device)].to("cpu", torch.float32)
+
+    @staticmethod
+    def _hashed_gradient(calls, dim, none):
+        """One push's rows from every forward of a HashEmbeddingBag this step:
+        an id seen by several forwards gets the sum of their gradients."""
+        parts = [(unique, rows.grad.detach().to("cpu", torch.float32)) for unique, rows in calls
+                 if rows.grad is not None]
+        if not parts:
+            return none
+        if len(parts) == 1:
+            return parts[0]
+        ids, inverse = _unique(torch.cat([u for u, _ in parts]))
+        summed = torch.zeros((ids.numel(), dim)).index_add_(0, inverse, torch.cat([g for _, g in parts]))
+        return ids, summed
 
     def _await_own_pushes(self):
         if self.read_your_writes and self.pushes:

@@ -39,6 +39,17 @@ def loss_of(model, ids, y):
     return torch.nn.functional.binary_cross_entropy_with_logits(model(ids), y)
 
 
+class TwiceHashed(nn.Module if torch else object):
+    """One HashEmbeddingBag run twice a step (one table for two fields)."""
+    def __init__(self):
+        super().__init__()
+        self.h = shardps.torch.HashEmbeddingBag(2, mode="sum")
+        self.top = nn.Linear(2, 1)
+
+    def loss(self, a, b):
+        return (self.h(a) + self.h(b)).sum() + 0 * self.top(torch.zeros(1, 2)).sum()
+
+
 class Recording:
     """The worker's client, recording when row pushes start and are
     acknowledged and when row pulls start."""
@@ -174,6 +185,49 @@ class AsyncTablesTest(unittest.TestCase):
             loss_of(model, ids, y).backward()
             step = worker.step_done()
         worker.close()
+
+    def test_a_rejoin_met_by_a_row_pull_lines_the_worker_up(self):
+        self.write_flags()
+        model = Model()
+        worker = shardps.torch.Worker(model, shardps.Job(self.server.address, 0, 1, self.flagfile.name))
+        step = worker.start()
+        for _ in range(2):
+            ids, y = batch(step)
+            loss_of(model, ids, y).backward()
+            step = worker.step_done()
+
+        class Rejoining:  # as a row pull's wait answers when the job rewound to step 1
+            def wait(self, rejoin=True):
+                raise shardps.RejoinError("the job rewound", 1)
+        ids, y = batch(step)
+        worker.prefetch_rows({model.emb: ids})
+        prefetched = worker.tables.prefetched[0]
+        worker.tables.prefetched[0] = prefetched[:4] + (Rejoining(),)
+        with self.assertRaises(shardps.RejoinError):
+            loss_of(model, ids, y)
+        self.assertEqual((worker.step, worker.tables.prefetched), (1, {}))
+        step = worker.step
+        while step < 4:  # and training goes on from there
+            ids, y = batch(step)
+            worker.prefetch_rows({model.emb: ids})
+            loss_of(model, ids, y).backward()
+            step = worker.step_done()
+        worker.close()
+
+    def test_a_hash_embedding_bag_run_twice_a_step_pushes_both_gradients(self):
+        self.write_flags()
+        model = TwiceHashed()
+        worker = shardps.torch.Worker(model, shardps.Job(self.server.address, 0, 1, self.flagfile.name))
+        step = worker.start()
+        model.loss(torch.tensor([[1, 2]]), torch.tensor([[2, 3]])).backward()  # id 2 in both
+        step = worker.step_done()
+        worker.tables.wait()
+        rows = torch.empty(3, 2)
+        worker.client.pull_rows(step, 0, torch.tensor([1, 2, 3]), rows)
+        worker.close()
+        # sgd from zero rows, one worker: minus lr times each id's count over both runs
+        expected = -LR * torch.tensor([[1.0, 1.0], [2.0, 2.0], [1.0, 1.0]])
+        self.assertTrue(torch.allclose(rows, expected), rows)
 
     def test_with_async_prefetch_row_pulls_do_not_wait_for_the_pushes(self):
         _, _, recording = self.train(3, "--async_prefetch")
