@@ -7,6 +7,7 @@ converted once (and pulled values converted back); CUDA tensors are staged
 through pinned host memory.
 """
 import ctypes
+import threading
 
 from shardps import _lib
 from shardps._lib import RejoinError, ShardpsError
@@ -76,10 +77,15 @@ class Call:
     def __init__(self, client, handle, buffers):
         self._client, self._handle, self._buffers = client, handle, buffers
         self._result = None
+        self._polling = threading.Lock()  # one thread waits in the library; the others wait for it
 
     def done(self):
-        if self._result is None:
-            self._poll(0.0)
+        if self._result is None and self._polling.acquire(blocking=False):
+            try:
+                if self._result is None:
+                    self._poll(0.0)
+            finally:
+                self._polling.release()
         return self._result is not None
 
     def wait(self, timeout=None, rejoin=True):
@@ -87,7 +93,13 @@ class Call:
         when it completed. A call the job refused for a rejoin raises
         RejoinError after registering again (with `rejoin`), else ShardpsError."""
         if self._result is None:
-            self._poll(-1.0 if timeout is None else float(timeout))
+            if not self._polling.acquire(timeout=-1 if timeout is None else max(0.0, float(timeout))):
+                return False
+            try:
+                if self._result is None:  # another thread's wait may have ended it
+                    self._poll(-1.0 if timeout is None else float(timeout))
+            finally:
+                self._polling.release()
         if self._result is None:
             return False
         rc, message, code = self._result
@@ -102,11 +114,11 @@ class Call:
         rc = _lib.lib().ShardpsCallWait(self._handle, timeout, ctypes.byref(done))
         if done.value:
             message, code = _lib.last_error() if rc != _lib.SHARDPS_OK else ("", 0)
-            self._result = (rc, message, code)
             if rc == _lib.SHARDPS_OK:
                 for b in self._buffers:
                     b.finish()
             self._free()
+            self._result = (rc, message, code)  # last: done() reads it without the lock
 
     def _free(self):
         if self._handle:
@@ -225,6 +237,9 @@ class Client:
         specs = (_lib.TableStruct * max(1, len(self.tables)))(*[
             _lib.TableStruct(t.name.encode(), t.dim, t.vocab, t.init_scale, t.optimizer.encode(), t.lr, t.seed)
             for t in self.tables])
+        self._state = threading.Condition()  # guards _handle and _calls_in
+        self._calls_in = 0  # calls into the library on this client, from any thread
+        self._handle = None
         handle = ctypes.c_void_p()
         _lib.check(_lib.lib().ShardpsClientCreateWithTables(config.encode(), len(self.layout), names, ndims, dims,
                                                             len(self.tables), specs, ctypes.byref(handle)))
@@ -234,7 +249,7 @@ class Client:
     def register(self):
         """Joins the job; returns the step to continue at."""
         step = ctypes.c_int64(0)
-        _lib.check(_lib.lib().ShardpsClientRegister(self._live(), ctypes.byref(step)))
+        _lib.check(self._c("ShardpsClientRegister", ctypes.byref(step)))
         return step.value
 
     def init(self, values):
@@ -243,7 +258,7 @@ class Client:
         bufs = self._buffers(values, pulled=False, every=True)
         ptrs = (ctypes.c_void_p * len(bufs))(*[b.pointer for _, b in bufs])
         applied = ctypes.c_int(0)
-        _lib.check(_lib.lib().ShardpsClientInit(self._live(), ptrs, ctypes.byref(applied)), self._rejoin)
+        _lib.check(self._c("ShardpsClientInit", ptrs, ctypes.byref(applied)), self._rejoin)
         return bool(applied.value)
 
     # Transfers -------------------------------------------------------------
@@ -270,7 +285,7 @@ class Client:
         gp = (ctypes.c_void_p * len(g))(*[b.pointer for _, b in g])
         op = (ctypes.c_void_p * len(o))(*[b.pointer for _, b in o])
         pushed, pulled = ctypes.c_void_p(), ctypes.c_void_p()
-        _lib.check(_lib.lib().ShardpsPushThenPull(self._live(), int(step), len(g), idx, gp, op, ctypes.byref(pushed),
+        _lib.check(self._c("ShardpsPushThenPull", int(step), len(g), idx, gp, op, ctypes.byref(pushed),
                                                   ctypes.byref(pulled)), self._rejoin)
         return Call(self, pushed, [b for _, b in g]), Call(self, pulled, [b for _, b in o])
 
@@ -307,14 +322,22 @@ class Client:
 
     def stats(self):
         r, g, w = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        _lib.check(_lib.lib().ShardpsClientStats(self._live(), ctypes.byref(r), ctypes.byref(g), ctypes.byref(w)))
+        _lib.check(self._c("ShardpsClientStats", ctypes.byref(r), ctypes.byref(g), ctypes.byref(w)))
         return {"retries": r.value, "registrations": g.value, "rewinds": w.value}
 
     def close(self):
-        """Finishes or cancels what is in flight and frees the client."""
-        if getattr(self, "_handle", None):
-            _lib.lib().ShardpsClientFree(self._handle)
-            self._handle = None
+        """Finishes or cancels what is in flight and frees the client. From
+        any thread: it first waits for other threads' calls into the library
+        on this client to return, and a second close does nothing."""
+        state = getattr(self, "_state", None)
+        if state is None:  # __init__ failed before the client existed
+            return
+        with state:
+            handle, self._handle = self._handle, None
+            while self._calls_in:
+                state.wait()
+        if handle:
+            _lib.lib().ShardpsClientFree(handle)
 
     def __enter__(self):
         return self
@@ -329,10 +352,22 @@ class Client:
             pass
 
     # Inside ----------------------------------------------------------------
-    def _live(self):
-        if not getattr(self, "_handle", None):
-            raise ShardpsError("the client is closed")
-        return self._handle
+    def _c(self, function, *args):
+        """The library's `function` on this client's handle with `args`;
+        close() waits until it returns (ctypes lets other threads run
+        meanwhile), so the handle is never freed under it."""
+        with self._state:
+            if not self._handle:
+                raise ShardpsError("the client is closed")
+            handle = self._handle
+            self._calls_in += 1
+        try:
+            return getattr(_lib.lib(), function)(handle, *args)
+        finally:
+            with self._state:
+                self._calls_in -= 1
+                if self._calls_in == 0:
+                    self._state.notify_all()
 
     def _rejoin(self, message):
         return RejoinError(message, self.register())
@@ -348,7 +383,7 @@ class Client:
 
     def _rows_call(self, function, step, table, rows):
         handle = ctypes.c_void_p()
-        _lib.check(getattr(_lib.lib(), function)(self._live(), int(step), table, rows.n, rows.ids_address,
+        _lib.check(self._c(function, int(step), table, rows.n, rows.ids_address,
                                                  rows.rows_address, ctypes.byref(handle)), self._rejoin)
         return Call(self, handle, [rows])
 
@@ -360,8 +395,8 @@ class Client:
             rows.append(_Rows(ids, values, self.tables[t].dim, pulled=pulled))
         count = len(rows)
         handle = ctypes.c_void_p()
-        _lib.check(getattr(_lib.lib(), function)(
-            self._live(), int(step), count, (ctypes.c_int * max(1, count))(*tables),
+        _lib.check(self._c(
+            function, int(step), count, (ctypes.c_int * max(1, count))(*tables),
             (ctypes.c_int64 * max(1, count))(*[r.n for r in rows]),
             (ctypes.c_void_p * max(1, count))(*[r.ids_address for r in rows]),
             (ctypes.c_void_p * max(1, count))(*[r.rows_address for r in rows]), ctypes.byref(handle)), self._rejoin)
@@ -389,6 +424,6 @@ class Client:
         idx = (ctypes.c_int * len(bufs))(*[i for i, _ in bufs])
         ptrs = (ctypes.c_void_p * len(bufs))(*[b.pointer for _, b in bufs])
         handle = ctypes.c_void_p()
-        _lib.check(getattr(_lib.lib(), function)(self._live(), int(step), len(bufs), idx, ptrs, ctypes.byref(handle)),
+        _lib.check(self._c(function, int(step), len(bufs), idx, ptrs, ctypes.byref(handle)),
                    self._rejoin)
         return Call(self, handle, [b for _, b in bufs])

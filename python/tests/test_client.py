@@ -82,6 +82,47 @@ class ClientTest(unittest.TestCase):
         np.testing.assert_array_equal(out["conv"], self.expected("conv", 1))
         self.assertTrue(ahead.done())
 
+    def test_calls_and_close_from_several_threads(self):
+        import threading
+        grads = {n: np.full(s, 2.0, dtype=np.float32) for n, s in LAYOUT}
+        out = {n: np.zeros(s, dtype=np.float32) for n, s in LAYOUT}
+        ahead = self.client.pull_async(1, out)  # waits for step 0's push
+        waited = []
+        waiters = [threading.Thread(target=lambda: waited.append(ahead.wait(timeout=20))) for _ in range(2)]
+        for t in waiters:
+            t.start()
+        self.client.push_then_pull(0, grads, {n: np.zeros(s, np.float32) for n, s in LAYOUT})[0].wait()
+        for t in waiters:
+            t.join()
+        self.assertEqual(waited, [True, True])  # both waits on one call end, neither on a freed handle
+        np.testing.assert_array_equal(out["conv"], self.expected("conv", 1))
+
+        stopped = []
+
+        def poll_stats():
+            try:
+                while True:
+                    self.client.stats()
+            except shardps.ShardpsError as e:
+                stopped.append(str(e))
+        poller = threading.Thread(target=poll_stats)
+        poller.start()
+        barrier = threading.Barrier(3)
+
+        def close():
+            barrier.wait()
+            self.client.close()
+        closers = [threading.Thread(target=close) for _ in range(2)]
+        for t in closers:
+            t.start()
+        barrier.wait()
+        self.client.close()  # three closes at once: one frees, the others find it closed
+        for t in closers + [poller]:
+            t.join()
+        self.assertEqual(stopped, ["the client is closed"])
+        with self.assertRaisesRegex(shardps.ShardpsError, "the client is closed"):
+            self.client.register()
+
     def test_bad_input_gets_a_clear_exception_and_the_server_keeps_serving(self):
         with self.assertRaisesRegex(ValueError, r"tensor 'matrix' has shape \(4, 3\); the layout says \(3, 4\)"):
             self.client.push(0, {"matrix": np.zeros((4, 3), np.float32)})

@@ -54,8 +54,7 @@ class ManyRowsTest(unittest.TestCase):
         ns = (ctypes.c_int64 * 2)(2, 2)
         ptrs = (ctypes.c_void_p * 2)(ids.ctypes.data, ids.ctypes.data)
         outs = (ctypes.c_void_p * 2)(rows.ctypes.data, rows.ctypes.data)
-        rc = _lib.lib().ShardpsPullRowsManyAsync(self.client._live(), 0, 2, tables, ns, ptrs, outs,
-                                                 ctypes.byref(handle))
+        rc = self.client._c("ShardpsPullRowsManyAsync", 0, 2, tables, ns, ptrs, outs, ctypes.byref(handle))
         self.assertEqual(rc, _lib.SHARDPS_ERROR)
         self.assertIn("transfer 1 of 2: table index 7 is not in the layout of 2 tables", _lib.last_error()[0])
         self.assertFalse(handle.value)
