@@ -19,11 +19,12 @@ constexpr int kAdmit = 3;
 
 // One worker, sync, admission at the third push; `copies` collects what a
 // primary hands on.
-std::unique_ptr<SparseStore> Store(std::vector<RowsReplica>* copies) {
+std::unique_ptr<SparseStore> Store(std::vector<RowsReplica>* copies, int admit = kAdmit, int64_t ttl = 0) {
   SparseStoreOptions o;
   o.mode = Mode::kSync;
   o.num_workers = 1;
-  o.row_admit_count = kAdmit;
+  o.row_admit_count = admit;
+  o.row_ttl_steps = ttl;
   o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
   o.min_live_clock = [] { return int64_t{0}; };
   if (copies != nullptr) o.on_step_applied = [copies](RowsReplica r) { copies->push_back(std::move(r)); };
@@ -45,6 +46,21 @@ std::vector<float> Read(SparseStore& store, int64_t step, const std::vector<int6
   REQUIRE(got.has_value());
   REQUIRE(got->ok());
   return (*got)->rows;
+}
+
+TEST_CASE("a backup's copied rows age from the primary's step, not from 0 (--row_ttl_steps)", "[sparse][replication]") {
+  std::vector<RowsReplica> copies;
+  std::unique_ptr<SparseStore> primary = Store(&copies, /*admit=*/0, /*ttl=*/8);
+  std::unique_ptr<SparseStore> backup = Store(nullptr, /*admit=*/0, /*ttl=*/8);
+  for (int64_t step = 0; step < 20; ++step) Push(*primary, step, {1, 2}, 1);
+  for (const RowsReplica& c : copies) REQUIRE(backup->InstallCopy(c).ok());
+  // The primary fails; the backup serves step 20, which touches id 1 only.
+  Push(*backup, 20, {1}, 1);
+  backup->Tick(absl::Now());
+  CHECK(backup->Stats()[0].rows_evicted == 0);  // id 2 was touched at step 19, within 8 steps
+  CHECK(Read(*backup, 21, {2}) == std::vector<float>{-20, -20});
+  primary->Tick(absl::Now());
+  CHECK(primary->Stats()[0].rows_evicted == 0);
 }
 
 TEST_CASE("a backup's copy of a table keeps admission by count", "[sparse][replication]") {

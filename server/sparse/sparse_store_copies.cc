@@ -90,6 +90,14 @@ absl::Status SparseStore::InstallCopy(const RowsReplica& copy) {
     return absl::InvalidArgumentError(absl::StrCat("copy of table '", t.table.spec().name, "' rows: ",
                                                    admission->size(), " admission counts for ", ids.size(), " ids"));
   }
+  // The rows come as the primary's latest push left them: stamped with
+  // that step, they age (--row_ttl_steps) as they do on the primary. A
+  // backup sees no step of its own until it serves; stamped 0, every row
+  // copied would be swept at its first step after a failover.
+  const int64_t newest = copy.last_pushed_step.empty()
+                             ? -1
+                             : *std::max_element(copy.last_pushed_step.begin(), copy.last_pushed_step.end());
+  if (newest >= 0) NoteStep(t, newest);
   absl::MutexLock lock(&t.mu);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (admission != nullptr && (*admission)[i] >= 0 && t.table.admits_by_count()) {
