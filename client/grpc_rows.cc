@@ -217,11 +217,15 @@ absl::Status GrpcPsClient::PlanPushes(int64_t step, int s, const std::vector<Pla
   for (const PlannedRows<const float>& p : planned) {
     const size_t begin = p.plan->server_begin[s], count = p.plan->server_begin[s + 1] - begin;
     const size_t limit = RowsPerRequest(options_.max_message_bytes, p.dim, dtype);
-    if (count > limit && sync) {
+    // A sync step takes one request per server per table; so does a push
+    // with replicas, whose server drops a second request of the same step
+    // as sent again after a failover.
+    if (count > limit && (sync || failover_ != nullptr)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "push of ", count, " rows of table ", p.table, " to server ", s, " is over the message limit of ",
-          options_.max_message_bytes, " bytes (", limit,
-          " rows); a sync step takes one request per server per table: use fewer ids a step or more servers"));
+          options_.max_message_bytes, " bytes (", limit, " rows); ",
+          sync ? "a sync step" : "with --replicas=2 a push", " takes one request per server per table: ",
+          "use fewer ids a step or more servers"));
     }
     const int64_t per_row = 8 + static_cast<int64_t>(p.dim) * ValueBytes(dtype);
     for (size_t off = 0; off < count || (count == 0 && off == 0); off += limit) {
