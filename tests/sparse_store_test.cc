@@ -303,6 +303,18 @@ TEST_CASE("a refused sync push or an unanswered pull at a far step ages no row (
   CHECK((*kept)->rows == std::vector<float>{-2, -2});  // row 1 keeps its update
 }
 
+TEST_CASE("an async push that repeats an id counts it once (admission) and applies the sum", "[sparse]") {
+  Fixture f(Mode::kAsync, 1, 0, /*ttl=*/0, /*admit=*/3);
+  REQUIRE(f.Push(0, 0, {4, 4, 4}, {1, 1, 1, 1, 1, 1}).ok());
+  CHECK(f.store->Stats()[0].rows == 0);  // one push touched id 4: not yet admitted
+  Fixture g(Mode::kAsync, 1);
+  REQUIRE(g.Push(0, 0, {5, 4, 5}, {1, 1, 2, 2, 3, 3}).ok());
+  auto rows = g.Pull(1, {4, 5});
+  REQUIRE(rows.has_value());
+  REQUIRE(rows->ok());
+  CHECK((*rows)->rows == std::vector<float>{-2, -2, -4, -4});
+}
+
 TEST_CASE("sparse async AdaGrad: a push is 1/N of a step, as for dense keys", "[sparse]") {
   SparseStoreOptions o;
   o.async_lr_scaling = AsyncLrScaling::kWorkers;

@@ -14,7 +14,6 @@
 #include "server/sparse/table_state.h"
 
 namespace shardps {
-
 SparseStore::SparseStore(SparseStoreOptions options) : options_(std::move(options)) {}
 
 SparseStore::~SparseStore() { Shutdown(); }
@@ -132,6 +131,9 @@ absl::StatusOr<wire::PushOutcome> SparseStore::ApplyPush(int rank, int64_t step,
   const bool adagrad = kind == RowOptimizerKind::kAdagrad || kind == RowOptimizerKind::kRowwiseAdagrad;
   const bool per_push = ResolveAsyncLrScaling(options_.async_lr_scaling, adagrad) == AsyncLrScaling::kWorkers;
   const float lr_share = per_push ? 1.0f / static_cast<float>(options_.num_workers) : 1.0f;
+  // A peer's repeated id counts once toward admission and takes one
+  // optimizer step, as in a sync step's sum.
+  MergeRepeatedIds(push.ids, push.rows, static_cast<size_t>(state.table.dim()));
   if (options_.on_step_applied) return ApplyPushForCopy(state, rank, step, push, lr_share);
   state.table.Apply(push.ids.data(), push.ids.size(), push.rows.data(), 1.0f, lr_share);
   state.version.fetch_add(1);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <utility>
 
 namespace shardps {
 
@@ -231,6 +233,25 @@ int64_t SparseTable::bytes() const {
     total += static_cast<int64_t>(s.index.capacity()) * (sizeof(std::pair<int64_t, Place>) + 1);
   }
   return total;
+}
+
+void MergeRepeatedIds(std::vector<int64_t>& ids, std::vector<float>& rows, size_t dim) {
+  if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<int64_t>()) == ids.end()) return;
+  absl::flat_hash_map<int64_t, uint32_t> at;
+  at.reserve(ids.size());
+  std::vector<int64_t> merged_ids;
+  std::vector<float> merged_rows;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto [it, inserted] = at.try_emplace(ids[i], static_cast<uint32_t>(merged_ids.size()));
+    if (inserted) {
+      merged_ids.push_back(ids[i]);
+      merged_rows.resize(merged_rows.size() + dim, 0.0f);
+    }
+    float* sum = merged_rows.data() + it->second * dim;
+    for (size_t j = 0; j < dim; ++j) sum[j] += rows[i * dim + j];
+  }
+  ids = std::move(merged_ids);
+  rows = std::move(merged_rows);
 }
 
 }  // namespace shardps

@@ -141,6 +141,11 @@ class SparseTable {
   std::atomic<int32_t> touch_step_{0};
 };
 
+// ids[i] with rows[i * dim .. +dim), each id once: a repeated id's rows
+// summed into its first place (SparseTable::Apply wants distinct ids).
+// Distinct ascending ids, what a worker's plan sends, are left as they are.
+void MergeRepeatedIds(std::vector<int64_t>& ids, std::vector<float>& rows, size_t dim);
+
 }  // namespace shardps
 
 #endif  // SHARDPS_SERVER_SPARSE_SPARSE_TABLE_H_
