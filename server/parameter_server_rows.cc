@@ -28,6 +28,7 @@ SparseStoreOptions ParameterServerImpl::RowStoreOptions(int primary) {
   s.num_servers = o.job.num_servers;
   s.row_ttl_steps = o.row_ttl_steps;
   s.row_admit_count = o.row_admit_count;
+  s.max_answer_bytes = o.max_message_bytes;
   s.async_lr_scaling = o.async_lr_scaling;
   Membership* membership = &membership_;
   s.required_for_step = [membership](int64_t step) { return membership->RequiredForStep(step); };

@@ -180,6 +180,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every);
   o.row_ttl_steps = absl::GetFlag(FLAGS_row_ttl_steps);
   o.row_admit_count = absl::GetFlag(FLAGS_row_admit_count);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.checkpoint_every_interval = absl::GetFlag(FLAGS_checkpoint_every_seconds);
   o.checkpoints_to_keep = absl::GetFlag(FLAGS_checkpoints_to_keep);
   o.worker_timeout = absl::GetFlag(FLAGS_worker_timeout);

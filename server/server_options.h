@@ -62,6 +62,7 @@ struct ServerOptions {
 
   int64_t row_ttl_steps = 0;  // sparse tables: rows untouched this many steps are dropped; 0: never.
   int row_admit_count = 0;    // sparse tables: a row is stored at its id's Kth push; 0, 1: at first touch.
+  int64_t max_message_bytes = 256 << 20;  // --max_message_bytes: bounds a row pull's answer before it is read.
 
   std::string checkpoint_dir;          // empty: no checkpoints.
   int64_t checkpoint_every_steps = 0;  // 0: not by steps.

@@ -315,6 +315,36 @@ TEST_CASE("an async push that repeats an id counts it once (admission) and appli
   CHECK((*rows)->rows == std::vector<float>{-2, -2, -4, -4});
 }
 
+TEST_CASE("a row pull whose answer would pass the message limit is refused before any row is read", "[sparse]") {
+  SparseStoreOptions o;
+  o.mode = Mode::kAsync;
+  o.max_answer_bytes = 1000;  // 500 values in bfloat16: 250 rows of dim 2
+  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
+  o.min_live_clock = [] { return int64_t{0}; };
+  SparseStore store(o);
+  store.Install({Spec()});
+  std::vector<int64_t> ids(251);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  std::optional<absl::StatusOr<std::vector<PulledRows>>> got;
+  const auto keep = [&](absl::StatusOr<std::vector<PulledRows>> r) { got = std::move(r); };
+  store.PullParts(0, 0, {{0, ids.size(), std::nullopt}}, Bytes(ids), absl::InfiniteFuture(), keep);
+  REQUIRE(got.has_value());
+  CHECK(got->status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(got->status().message()), Catch::Matchers::Contains("a pull of 251 rows of table"));
+  CHECK(store.Stats()[0].rows_created == 0);  // nothing was read (a read creates rows)
+  // A part that claims 2^62 ids is refused by size, with no overflow.
+  got.reset();
+  store.PullParts(0, 0, {{0, uint64_t{1} << 62, std::nullopt}}, Bytes(ids), absl::InfiniteFuture(), keep);
+  REQUIRE(got.has_value());
+  CHECK(got->status().code() == absl::StatusCode::kResourceExhausted);
+  ids.resize(250);
+  got.reset();
+  store.PullParts(0, 0, {{0, ids.size(), std::nullopt}}, Bytes(ids), absl::InfiniteFuture(), keep);
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  CHECK((**got)[0].rows.size() == 500);
+}
+
 TEST_CASE("sparse async AdaGrad: a push is 1/N of a step, as for dense keys", "[sparse]") {
   SparseStoreOptions o;
   o.async_lr_scaling = AsyncLrScaling::kWorkers;

@@ -287,6 +287,9 @@ void SparseStore::Pull(int rank, int64_t step, uint32_t table, absl::string_view
   (void)rank;
   absl::StatusOr<TableState*> t = TableAt(table);
   if (!t.ok()) return done(t.status());
+  if (absl::Status fits = CheckAnswerFits({Part{table, id_bytes.size() / sizeof(int64_t)}}); !fits.ok()) {
+    return done(fits);
+  }
   absl::StatusOr<std::vector<int64_t>> ids = DecodeIds(**t, id_bytes);
   if (!ids.ok()) return done(ids.status());
   PullDecoded(WaitingPull{table, step, *std::move(ids), deadline, std::move(done)});

@@ -78,6 +78,11 @@ struct SparseStoreOptions {
   // A row is stored at its id's row_admit_count-th push (SparseTable); 0 or
   // 1: at its first touch.
   int row_admit_count = 0;
+  // A pull whose answer would be larger than this even in bfloat16 is
+  // refused before any row is read (RESOURCE_EXHAUSTED); 0: no bound. A
+  // pull's ids are 8 bytes, its rows dim x 2 or 4 each: without it, one
+  // request of 256 MB of ids could make a server read 32M rows.
+  int64_t max_answer_bytes = 0;
   // async and ssp: whether a push is 1/num_workers of a step or a whole one
   // (server/server_options.h; kAuto: per table, by its row optimizer).
   AsyncLrScaling async_lr_scaling = AsyncLrScaling::kWorkers;
@@ -231,6 +236,8 @@ class SparseStore {
   // The ids of a request, checked against the table's vocabulary and this
   // server's share of the rows.
   absl::StatusOr<std::vector<int64_t>> DecodeIds(const TableState& t, absl::string_view bytes) const;
+  // RESOURCE_EXHAUSTED when the pull's answer would pass max_answer_bytes.
+  absl::Status CheckAnswerFits(const std::vector<Part>& parts) const;
   absl::StatusOr<std::vector<float>> DecodeRows(const TableState& t, size_t n, const RowPayload& p) const;
   absl::StatusOr<wire::PushOutcome> PushSync(TableState& t, int rank, int64_t step, std::vector<int64_t> ids,
                                              std::vector<float> grads);

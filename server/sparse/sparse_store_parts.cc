@@ -73,10 +73,33 @@ absl::StatusOr<std::vector<wire::PushOutcome>> SparseStore::PushParts(int rank, 
   return outcomes;
 }
 
+absl::Status SparseStore::CheckAnswerFits(const std::vector<Part>& parts) const {
+  if (options_.max_answer_bytes <= 0) return absl::OkStatus();
+  // Values that fit in the smallest answer, bfloat16's; counted so that a
+  // peer's huge n cannot overflow.
+  const uint64_t budget = static_cast<uint64_t>(options_.max_answer_bytes) / 2;
+  uint64_t rows = 0, values = 0;
+  for (const Part& p : parts) {
+    absl::StatusOr<TableState*> t = TableAt(p.table);
+    if (!t.ok()) return t.status();
+    const uint64_t dim = static_cast<uint64_t>((*t)->table.dim());
+    rows += std::min<uint64_t>(p.n, budget);
+    if (p.n > (budget - values) / dim) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a pull of ", parts.size() == 1 ? absl::StrCat(p.n) : absl::StrCat("at least ", rows), " rows of table ",
+          (*t)->table.spec().name, " would answer more than the message limit of ", options_.max_answer_bytes,
+          " bytes; pull fewer ids at once"));
+    }
+    values += p.n * dim;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<SparseStore::WaitingPull>> SparseStore::DecodePulls(int64_t step,
                                                                               const std::vector<Part>& parts,
                                                                               absl::string_view ids,
                                                                               absl::Time deadline) const {
+  if (absl::Status fits = CheckAnswerFits(parts); !fits.ok()) return fits;
   std::vector<WaitingPull> pulls;
   if (parts.size() == 1 && parts[0].n == ids.size() / sizeof(int64_t)) {  // one table: checked as such
     absl::StatusOr<TableState*> t = TableAt(parts[0].table);
