@@ -1,6 +1,7 @@
 #include "server/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -218,8 +219,17 @@ absl::Status WriteSafetensorsAtomically(const std::string& path,
 }
 
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
+  // Only a file that is not there is NOT_FOUND (a caller may then start
+  // afresh); one that cannot be read says why, and one that is no regular
+  // file (a FIFO would block the open) is not a checkpoint: DATA_LOSS.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no file ", path));
+    return ErrnoError("cannot read", path);
+  }
+  if (!S_ISREG(st.st_mode)) return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("no file ", path));
+  if (!in) return ErrnoError("cannot open", path);
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string bytes = buffer.str();

@@ -306,6 +306,10 @@ absl::StatusOr<ShardSnapshot> ShardCheckpointer::ReadNewestGood() {
   if (steps.empty()) return absl::NotFoundError(absl::StrCat("no checkpoint in ", store_->dir()));
   for (size_t i = steps.size(); i-- > 0;) {
     absl::StatusOr<ShardSnapshot> shard = Read(steps[i]);
+    // A listed checkpoint that is gone by now (a dangling link) is damaged,
+    // not absent: NOT_FOUND would start the server afresh, and its first
+    // checkpoints would then prune the good ones.
+    if (absl::IsNotFound(shard.status())) shard = absl::DataLossError(shard.status().message());
     if (!absl::IsDataLoss(shard.status()) || i == 0) return shard;  // the oldest damaged too: refuse to start
     const std::string aside = store_->SetAside(steps[i]);
     spdlog::error("the checkpoint of step {} does not decode ({}); set aside as {}; restoring the one of step {}",

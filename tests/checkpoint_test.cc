@@ -237,6 +237,51 @@ TEST_CASE("a damaged newest checkpoint is set aside at start, and the one before
   CHECK(std::filesystem::exists(newest + ".damaged"));
 }
 
+// A newest checkpoint that is no file the server can read as one: a FIFO
+// (an open would block) or a dangling link is set aside and the one before
+// restored; one that cannot be read for another reason (a link to itself)
+// stops the start, naming the file and the reason. Before, each gave
+// NOT_FOUND, and the server started afresh and then pruned the good files.
+TEST_CASE("a newest checkpoint that cannot be read as a file: set aside, or the start refused, never afresh",
+          "[checkpoint]") {
+  const std::string dir = TempDir("unreadable-newest");
+  {
+    CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 1, 1, dir));
+    auto worker = servers.cluster.Worker(0);
+    REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+    for (int step = 0; step < 4; ++step) {
+      REQUIRE(PushAll(*worker, step, Filled(1)).ok());
+      if (step == 1) REQUIRE(servers.Reach(1, 2));
+    }
+    REQUIRE(servers.Reach(1, 4));
+  }
+  const std::string newest = ShardCheckpointPath(dir, 0, 1, 4);
+  const std::string kept = newest + ".kept";
+  std::filesystem::rename(newest, kept);
+  ManualClock clock;
+  const ServerOptions o = CrashingServers(Mode::kSync, 1, 1, dir);
+  const auto restored_step = [&]() -> int64_t {
+    absl::StatusOr<std::unique_ptr<ParameterServer>> core = ParameterServer::Create(o, &clock);
+    REQUIRE(core.ok());
+    return (*core)->Stats().max_version;
+  };
+  REQUIRE(::mkfifo(newest.c_str(), 0600) == 0);
+  CHECK(restored_step() == 2);  // and no hang
+  CHECK(std::filesystem::is_fifo(std::filesystem::symlink_status(newest + ".damaged")));
+  std::filesystem::remove(newest + ".damaged");
+  std::filesystem::create_symlink(dir + "/gone", newest);
+  CHECK(restored_step() == 2);
+  CHECK(std::filesystem::is_symlink(std::filesystem::symlink_status(newest + ".damaged")));
+  std::filesystem::remove(newest + ".damaged");
+  std::filesystem::create_symlink(newest, newest);  // a link to itself: ELOOP
+  absl::StatusOr<std::unique_ptr<ParameterServer>> refused = ParameterServer::Create(o, &clock);
+  REQUIRE(!refused.ok());
+  CHECK(refused.status().code() != absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains(newest));
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("symbolic links"));
+  CHECK(std::filesystem::exists(ShardCheckpointPath(dir, 0, 1, 2)));  // nothing pruned
+}
+
 // A job restarted with another --num_servers finds none of its own
 // checkpoints but another count's: refused, not started afresh (which
 // would drop the trained model); resharded files of its own count are used.
