@@ -37,13 +37,13 @@ absl::StatusOr<int> ParameterServerImpl::AdmitTraffic(uint64_t session, const ch
   return rank;
 }
 
-void ParameterServerImpl::InstallKeys(KeyMap map) {
+void ParameterServerImpl::InstallKeys(KeyMap map, bool publish) {
   tensor_staleness_ = std::make_unique<StalenessHistogram[]>(map.layout().tensors.size());
   table_ = std::make_unique<KeyTable>(std::move(map), options_.server_id, optimizer_->NumSlots(),
                                       options_.job.num_workers, HeldPrimaries());
   job_layout_hash_ = LayoutHash(table_->map().layout());
   for (SparseStore* rows : RowStores()) rows->Install(table_->map().layout().tables);
-  initialized_ = true;
+  if (publish) initialized_ = true;
 }
 
 int64_t ParameterServerImpl::CurrentStep(int rank) {
@@ -144,13 +144,16 @@ absl::StatusOr<wire::InitOutcome> ParameterServerImpl::Init(uint64_t session, co
           absl::StrCat("Init lacks key ", KeyName(c.key), " of server ", options_.server_id)));
     }
   }
-  InstallKeys(*std::move(map));
+  InstallKeys(*std::move(map), /*publish=*/false);
   for (size_t i = 0; i < table_->size(); ++i) {
     KeyState& k = table_->key(i);
     absl::MutexLock key_lock(&k.mu);
     k.UpdateWeights([&](const float*, float* to) { CopyPayload(given[k.info.key]->pieces, reinterpret_cast<char*>(to)); });
     PinAcknowledged(k);  // version 0, which every copy is given
   }
+  // Only now: a pull (which does not take init_mu_) that finds the server
+  // initialised reads the initial values, not the zeros before them.
+  initialized_ = true;
   checkpointer_.Attach(table_.get(), /*step=*/0, timeline_, /*write_now=*/true);
   spdlog::info("initialised by worker {}: {} keys, {} bytes of layout {{{}}}", *rank, table_->size(),
                table_->owned_bytes(), LayoutDebugString(layout));

@@ -94,7 +94,9 @@ class ParameterServerImpl final : public ParameterServer {
   // The worker's rank, or why its pushes and pulls are refused now.
   absl::StatusOr<int> AdmitTraffic(uint64_t session, const char* what);
   // Builds the key table once. REQUIRES: init_mu_ held, not initialized.
-  void InstallKeys(KeyMap map) ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
+  // `publish`: mark the server initialised at once; Init does it only
+  // after the initial values are written.
+  void InstallKeys(KeyMap map, bool publish = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
   int64_t CurrentStep(int rank);
   absl::Status ValidatePush(int rank, int64_t step, const std::vector<ChunkPayload>& chunks,
                             std::vector<KeyState*>& states);

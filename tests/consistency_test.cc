@@ -168,6 +168,50 @@ TEST_CASE("async: concurrent pushes are all applied; the version counts them", "
   REQUIRE(cluster.core(1)->Stats().max_version == kWorkers * kPushes);
 }
 
+// Rank 0's Init writes thousands of keys; another worker polls a pull of
+// the last until the server stops saying "not initialised" (as
+// shardps.torch's other ranks do): what it reads must be the initial
+// values, never the zeros the keys hold before Init writes them.
+TEST_CASE("a pull that finds the server initialised reads the initial values, not zeros", "[sync]") {
+  const Layout layout{{{"big", {40000}}}};  // 10,000 keys of 16 bytes
+  ManualClock clock;
+  absl::StatusOr<std::unique_ptr<ParameterServer>> made = ParameterServer::Create(SyncOptions(1, 2), &clock);
+  REQUIRE(made.ok());
+  ParameterServer* core = made->get();
+  JobView view = SyncOptions(1, 2).job;
+  view.layout_hash = LayoutHash(layout);
+  absl::StatusOr<Registration> rank0 = core->Register(0, view, std::nullopt);
+  absl::StatusOr<Registration> rank1 = core->Register(1, view, std::nullopt);
+  REQUIRE((rank0.ok() && rank1.ok()));
+  absl::StatusOr<KeyMap> map = KeyMap::Build(layout, 1, kSmallPartitionBytes);
+  REQUIRE(map.ok());
+  const std::vector<float> ones(40000, 1.0f);
+  std::vector<ChunkPayload> chunks;
+  for (const ChunkInfo& c : map->chunks()) {
+    chunks.push_back({c.key, wire::DTYPE_FLOAT32,
+                      {absl::string_view(reinterpret_cast<const char*>(ones.data() + c.offset), c.length * 4)}});
+  }
+  const ChunkKey last = map->chunks().back().key;
+  absl::StatusOr<wire::InitOutcome> init = absl::UnknownError("not run");
+  std::thread initialiser([&] { init = core->Init(rank0->session_id, layout, chunks); });
+  std::vector<float> read;
+  int refused = 0;
+  while (read.empty()) {
+    core->Pull(rank1->session_id, 0, {last}, wire::DTYPE_FLOAT32, false, absl::InfiniteFuture(),
+               [&](absl::StatusOr<std::vector<PulledChunk>> got) {
+                 if (got.ok()) {
+                   read = *(*got)[0].weights;
+                 } else {
+                   ++refused;  // not initialised yet
+                 }
+               });
+  }
+  initialiser.join();
+  REQUIRE(init.ok());
+  CHECK(read == std::vector<float>(4, 1.0f));
+  INFO(refused << " pulls refused before Init was done");
+}
+
 TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write)", "[async]") {
   ServerOptions o = SyncOptions(1, 2);
   o.job.mode = Mode::kAsync;
