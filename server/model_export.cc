@@ -155,6 +155,9 @@ absl::StatusOr<std::vector<ShardSnapshot>> ReadShards(const std::string& dir, st
 absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<int64_t> step) {
   absl::StatusOr<std::vector<ShardSnapshot>> read = ReadShards(dir, step);
   if (!read.ok()) return read.status();
+  if (absl::Status covered = CheckShardsCover(*read); !covered.ok()) {
+    return absl::DataLossError(absl::StrCat(dir, ", step ", read->front().step, ": ", covered.message()));
+  }
   MergedModel model;
   model.step = read->front().step;
   model.num_servers = static_cast<int>(read->size());

@@ -272,6 +272,11 @@ absl::Status ParameterServerImpl::Restore() {
   if (!shard.ok()) return shard.status();
   absl::StatusOr<KeyMap> map = KeyMap::Build(shard->layout, options_.job.num_servers, options_.job.partition_bytes);
   if (!map.ok()) return absl::DataLossError(map.status().message());
+  if (absl::Status fits = CheckShardHolds(*map, HeldPrimaries(), *shard,
+                                         absl::StrCat("checkpoint of step ", shard->step, " in ", options_.checkpoint_dir));
+      !fits.ok()) {
+    return fits;
+  }
   {
     absl::MutexLock lock(&init_mu_);
     InstallKeys(*std::move(map));

@@ -23,6 +23,7 @@ struct WholeTensor {
 // Every tensor of the layout put together from the old shards' keys.
 absl::StatusOr<std::vector<WholeTensor>> Assemble(const std::vector<ShardSnapshot>& old) {
   const ShardSnapshot& first = old.front();
+  if (absl::Status covered = CheckShardsCover(old); !covered.ok()) return covered;
   absl::StatusOr<KeyMap> map = KeyMap::Build(first.layout, static_cast<int>(old.size()), first.partition_bytes);
   if (!map.ok()) return map.status();
   std::vector<WholeTensor> whole(first.layout.tensors.size());

@@ -26,19 +26,24 @@ std::string EncodeLayout(const Layout& layout) {
   return absl::StrJoin(parts, ";");
 }
 
+// Held to what a job may declare (LayoutFromProto: every dimension and the
+// total at most 2^40 values), so that a damaged file's layout cannot size
+// an allocation past what any job could have written.
 absl::StatusOr<Layout> DecodeLayout(const std::string& text) {
-  Layout layout;
+  wire::Layout proto;
   for (absl::string_view part : absl::StrSplit(text, ';')) {
     std::vector<std::string> name_dims = absl::StrSplit(part, '=');
     if (name_dims.size() != 2) return absl::DataLossError(absl::StrCat("bad layout entry '", part, "'"));
-    TensorSpec spec{name_dims[0], {}};
+    wire::TensorSpec* spec = proto.add_tensors();
+    spec->set_name(name_dims[0]);
     for (absl::string_view d : absl::StrSplit(name_dims[1], ',')) {
       int64_t v;
       if (!absl::SimpleAtoi(d, &v) || v <= 0) return absl::DataLossError(absl::StrCat("bad dimension '", d, "'"));
-      spec.dims.push_back(v);
+      spec->add_dims(v);
     }
-    layout.tensors.push_back(std::move(spec));
   }
+  absl::StatusOr<Layout> layout = LayoutFromProto(proto);
+  if (!layout.ok()) return absl::DataLossError(absl::StrCat("bad layout: ", layout.status().message()));
   return layout;
 }
 
@@ -102,6 +107,44 @@ std::vector<int64_t> ListCheckpointSteps(const std::string& dir, int server_id, 
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+absl::Status CheckShardHolds(const KeyMap& map, const std::vector<int>& held, const ShardSnapshot& shard,
+                             const std::string& source) {
+  int64_t keys = 0, values = 0;
+  for (const ChunkInfo& c : map.chunks()) {
+    if (std::find(held.begin(), held.end(), c.server) == held.end()) continue;
+    ++keys;
+    values += c.length;
+  }
+  int64_t have = 0;
+  for (const KeySnapshot& k : shard.keys) have += static_cast<int64_t>(k.weights.size());
+  if (keys == static_cast<int64_t>(shard.keys.size()) && values == have) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(source, " holds ", shard.keys.size(), " keys of ", have,
+                                          " values; its layout gives this server ", keys, " keys of ", values));
+}
+
+absl::Status CheckShardsCover(const std::vector<ShardSnapshot>& shards) {
+  if (shards.empty()) return absl::OkStatus();
+  int64_t want = 0;
+  for (const TensorSpec& t : shards.front().layout.tensors) want += t.NumElements();  // at most 2^40: DecodeLayout
+  int64_t have = 0;
+  const size_t slots = shards.front().keys.empty() ? 0 : shards.front().keys.front().slots.size();
+  for (const ShardSnapshot& shard : shards) {
+    for (const KeySnapshot& k : shard.keys) {
+      have += static_cast<int64_t>(k.weights.size());
+      const bool slots_fit = k.slots.size() == slots && std::all_of(k.slots.begin(), k.slots.end(), [&](const auto& s) {
+                               return s.size() == k.weights.size();
+                             });
+      if (!slots_fit) {
+        return absl::DataLossError(absl::StrCat("server ", shard.server_id, "'s key ", KeyName(k.key), " has ",
+                                                k.slots.size(), " optimizer slots, not ", slots, " as long as its ",
+                                                k.weights.size(), " weights"));
+      }
+    }
+  }
+  if (have == want) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("the shards hold ", have, " values; their layout has ", want));
 }
 
 std::string WeightsName(const Layout& layout, const ChunkKey& key) {

@@ -73,6 +73,17 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& 
 // NOT_FOUND when there is no file; DATA_LOSS when it cannot be decoded.
 absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path);
 
+// Before anything is sized by a checkpoint's layout (a damaged file's
+// layout could ask for terabytes): DATA_LOSS naming `source` unless
+// `shard` holds exactly the keys and values `map` gives the servers in
+// `held` (a server's restore: its own, with backups it holds).
+absl::Status CheckShardHolds(const KeyMap& map, const std::vector<int>& held, const ShardSnapshot& shard,
+                             const std::string& source);
+// The same for a whole job's shards (merging, resharding): together they
+// hold the layout's values exactly, and each key's optimizer slots are as
+// long as its weights and as many as the first key's.
+absl::Status CheckShardsCover(const std::vector<ShardSnapshot>& shards);
+
 // Safetensors name of a key's weights ("<tensor>/<chunk>") and of its slots
 // ("<tensor>/<chunk>/slot<i>").
 std::string WeightsName(const Layout& layout, const ChunkKey& key);
