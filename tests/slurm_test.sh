@@ -17,6 +17,15 @@ source "$runfiles/tests/checks.sh"
 [ "$(id -u)" = 0 ] || fail "needs root to run slurmctld and slurmd"
 for b in slurmctld slurmd sbatch munged; do command -v "$b" > /dev/null || fail "no $b: run tools/setup"; done
 
+# Counts ps_slurm takes are checked before anything is written or submitted.
+for bad in --restart_servers= --restart_servers=3x --gpus_per_worker=abc --port_base=0 --port_base=65535 --workers=0; do
+  "$runfiles/deploy/slurm/ps_slurm" --servers=2 --job_dir=/nonexistent/job "$bad" > /dev/null 2> "$TEST_TMPDIR/bad.err" \
+    && fail "ps_slurm $bad was taken"
+  grep -q "ps_slurm: --" "$TEST_TMPDIR/bad.err" || fail "no clear error for ps_slurm $bad: $(cat "$TEST_TMPDIR/bad.err")"
+done
+[ ! -e /nonexistent/job ] || fail "a refused ps_slurm wrote its job directory"
+pass "ps_slurm refuses an empty or non-numeric count and a port base with no room, naming the flag"
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # server_ports N: a base port whose N ports from it are free, below the
 # kernel's ephemeral range (as ps_slurm's default 7000 is). A base from that

@@ -106,4 +106,25 @@ grep -q "done: 20 steps" "$work/launch/worker-1.log" || fail "worker 1 of ps_lau
 "$runfiles/deploy/ps_launch" --tls=yes > "$work/launch.err" 2>&1 && fail "ps_launch --tls=yes was accepted"
 grep -q "none, tls or mutual" "$work/launch.err" || fail "ps_launch --tls=yes: $(cat "$work/launch.err")"
 pass "ps_launch --tls=mutual: both servers require client certificates and the token; the workers train"
+
+# A flag file ps_launch cannot read stops it (it ran the default job and
+# exited 0); so do counts it cannot take.
+rc=0; SHARDPS_BIN=$bin "$runfiles/deploy/ps_launch" --flagfile="$work/no-such.flags" --out="$work/nf" > "$work/nf.err" 2>&1 || rc=$?
+[ "$rc" = 2 ] || fail "ps_launch with an unreadable --flagfile exited $rc, not 2"
+grep -q "cannot read --flagfile=$work/no-such.flags" "$work/nf.err" || fail "ps_launch --flagfile: $(cat "$work/nf.err")"
+for bad in --servers=0 --workers=x; do
+  "$runfiles/deploy/ps_launch" "$bad" > "$work/nf.err" 2>&1 && fail "ps_launch $bad was taken"
+  grep -q "must be a count of at least 1" "$work/nf.err" || fail "ps_launch $bad: $(cat "$work/nf.err")"
+done
+# A flag file whose last line has no newline keeps it a line of its own, and
+# a run into a used --out prints no summary of the last run's.
+printf -- '--max_steps_per_epoch=10' > "$work/no-newline.flags"
+echo '{"accuracy": 0.123}' > "$work/launch/summary-7.json"
+SHARDPS_BIN=$bin "$runfiles/deploy/ps_launch" --servers=1 --workers=1 --out="$work/launch" --flagfile="$work/no-newline.flags" \
+  --epochs=1 --log_every=0 > "$work/again.out" 2>&1 || { cat "$work/again.out"; fail "ps_launch with a flag file lacking its last newline"; }
+grep -qx -- --max_steps_per_epoch=10 "$work/launch/job.flags" || fail "the flag file's last line: $(cat "$work/launch/job.flags")"
+grep -qx -- --num_servers=1 "$work/launch/job.flags" || fail "--num_servers merged into the flag file's last line"
+[ ! -e "$work/launch/summary-7.json" ] || fail "the last run's summary was left in --out"
+grep -q "done: 10 steps" "$work/launch/worker-0.log" || fail "the job did not take --max_steps_per_epoch from the flag file"
+pass "ps_launch: an unreadable flag file or a bad count exits 2 naming it; a last line without newline stays a flag; no stale summary"
 all_passed
