@@ -296,7 +296,16 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const ClientOptions&
   if (options.rank < 0 || options.rank >= options.job.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is not in [0, ", options.job.num_workers, ")"));
   }
-  if (options.server_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("server_timeout must be positive");
+  // Each is a wait or a period: zero or less would fail every call at once,
+  // or (heartbeats) send without pause.
+  for (const auto& [name, value] : {std::pair<const char*, absl::Duration>{"server_timeout", options.server_timeout},
+                                    {"pull_timeout", options.pull_timeout},
+                                    {"push_timeout", options.push_timeout},
+                                    {"heartbeat_interval", options.heartbeat_interval}}) {
+    if (value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " is ", absl::FormatDuration(value), "; want more than 0"));
+    }
+  }
   if (absl::StatusOr<ReplicaMap> replicas = ReplicaMap::Build(options.job.num_servers, options.job.replicas);
       !replicas.ok()) {
     return replicas.status();

@@ -197,6 +197,18 @@ TEST_CASE("a worker picks its device: auto logs the choice, cuda needs a GPU, ot
   CHECK_THAT(bogus_log, Catch::Contains("unknown --device 'tpu'; want auto, cpu or cuda"));
 }
 
+TEST_CASE("a worker refuses a wait or period of 0 or less, naming it (a 0 heartbeat interval sent without pause)",
+          "[e2e][process]") {
+  const std::string dir = TempDir("durations");
+  for (const std::string flag : {"--heartbeat_interval=0", "--pull_timeout=-1s", "--server_timeout=0s"}) {
+    ChildProcess worker(RunfilePath("worker/ps_worker"), {"--servers=127.0.0.1:1", "--rank=0", "--num_workers=1", flag},
+                        dir + "/worker.log");
+    CHECK(worker.Wait() != 0);
+    const std::string name = flag.substr(2, flag.find('=') - 2);
+    CHECK_THAT(ReadFile(dir + "/worker.log"), Catch::Contains(name + " is ") && Catch::Contains("; want more than 0"));
+  }
+}
+
 TEST_CASE("a worker with another model is refused at registration; the others train on", "[e2e][process]") {
   const std::string dir = TempDir("mismatch");
   const std::vector<std::string> job =
