@@ -44,6 +44,12 @@ std::string StalenessLrName(StalenessLr rule);
 // "auto" (kAutoLookahead), "none" (0) or a number of updates >= 0.
 absl::StatusOr<double> ParseMomentumLookahead(const std::string& text);
 
+// The longest a request waits on a server (a pull for its step, an answer
+// for its copy), whatever deadline it came with, none included: a call
+// whose caller has gone, or a peer's pull of a step never reached, is
+// answered DEADLINE_EXCEEDED by then instead of held until shutdown.
+inline constexpr absl::Duration kLongestWait = absl::Hours(1);
+
 struct ServerOptions {
   int server_id = 0;
   JobView job;  // mode, staleness, counts, partition bytes; layout_hash unused.

@@ -212,6 +212,33 @@ TEST_CASE("a pull that finds the server initialised reads the initial values, no
   INFO(refused << " pulls refused before Init was done");
 }
 
+// A pull with no deadline (or whose caller has gone) of a step the job
+// never reaches is not held until shutdown: an hour at most (kLongestWait).
+TEST_CASE("a pull that came with no deadline is answered DEADLINE_EXCEEDED after kLongestWait", "[sync]") {
+  ManualClock clock;
+  TestCluster cluster(SyncOptions(1, 1), HostOptions(), &clock);
+  auto worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  ParameterServer* core = cluster.core(0);
+  JobView view = SyncOptions(1, 1).job;
+  view.layout_hash = LayoutHash(SmallLayout());
+  absl::StatusOr<Registration> reg = core->Register(0, view, std::nullopt);
+  REQUIRE(reg.ok());
+  std::optional<absl::Status> answered;
+  core->Pull(reg->session_id, int64_t{1} << 40, {{0, 0}}, wire::DTYPE_FLOAT32, false, absl::InfiniteFuture(),
+             [&](absl::StatusOr<std::vector<PulledChunk>> got) { answered = got.status(); });
+  CHECK(!answered.has_value());
+  CHECK(core->Stats().waiting_pulls == 1);
+  clock.Advance(kLongestWait - absl::Seconds(1));
+  core->Tick();
+  CHECK(!answered.has_value());  // still within the hour
+  clock.Advance(absl::Seconds(2));
+  core->Tick();
+  REQUIRE(answered.has_value());
+  CHECK(answered->code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(core->Stats().waiting_pulls == 0);
+}
+
 TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write)", "[async]") {
   ServerOptions o = SyncOptions(1, 2);
   o.job.mode = Mode::kAsync;
