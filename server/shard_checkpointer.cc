@@ -254,14 +254,21 @@ void ShardCheckpointer::TickByClock(bool time_due, int64_t timeline) {
   }
   const bool steps_due = every > 0 && step >= std::max<int64_t>(last_step_, 0) + every;
   if (!steps_due && !time_due) return;
-  (void)Write(every > 0 ? step / every * every : step, table_.load()->Capture(), timeline);
+  (void)Write(NotBelowLast(every > 0 ? step / every * every : step), table_.load()->Capture(), timeline);
+}
+
+int64_t ShardCheckpointer::NotBelowLast(int64_t step) const {
+  // async and ssp label by the slowest live worker's clock, which drops when
+  // a slow worker taken for dead registers again: a checkpoint of the newest
+  // weights labelled below the last would sort oldest and be pruned at once.
+  return std::max(step, last_step_.load());
 }
 
 absl::StatusOr<std::string> ShardCheckpointer::WriteNow(int64_t timeline) {
   const KeyTable* table = table_.load();
   if (!enabled() || table == nullptr) return absl::FailedPreconditionError("checkpoints are off or nothing to checkpoint");
   std::vector<KeySnapshot> keys = table->Capture();
-  if (options_.job.mode != Mode::kSync) return Write(WorkerStep(), std::move(keys), timeline);
+  if (options_.job.mode != Mode::kSync) return Write(NotBelowLast(WorkerStep()), std::move(keys), timeline);
   if (Keyless()) return WriteTablesNow(timeline);
   for (const KeySnapshot& k : keys) {
     if (k.version != keys.front().version) return HalfWay();

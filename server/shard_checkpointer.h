@@ -159,6 +159,8 @@ class ShardCheckpointer {
   void ArmTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tables_mu_);
   // TickSync for a shard of rows and no dense keys: by the tables' step.
   void TickSyncTables(int64_t timeline);
+  // async and ssp: `step`, or the last step written when it is below it.
+  int64_t NotBelowLast(int64_t step) const;
   void TickByClock(bool time_due, int64_t timeline);
 
   const ServerOptions options_;

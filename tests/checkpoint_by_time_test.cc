@@ -9,9 +9,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <vector>
 
 #include "common/rpc_metadata.h"
+#include "server/shard_checkpoint.h"
 #include "tests/checkpoints_on_demand.h"
 #include "tests/sparse_test_rows.h"
 #include "tests/temp_dir.h"
@@ -54,6 +56,42 @@ std::string CallWithStep(TestCluster& cluster, int s, const std::string& step) {
   const auto& trailing = ctx.GetServerTrailingMetadata();
   auto it = trailing.find(kCheckpointStepKey);
   return it == trailing.end() ? "" : std::string(it->second.data(), it->second.size());
+}
+
+// async labels a checkpoint by the slowest live worker's clock, which drops
+// when a worker far behind (here a new one) joins: the newest weights must
+// not be written under a label below the last, where pruning (keep 2)
+// deleted them as soon as they were written.
+TEST_CASE("an async checkpoint is never labelled below the last one written", "[checkpoint]") {
+  const std::string dir = TempDir("async-label");
+  ServerOptions o = SyncOptions(1, 2);
+  o.job.mode = Mode::kAsync;
+  o.checkpoint_dir = dir;
+  o.checkpoint_every_steps = 2;
+  o.checkpoint_on_shutdown = false;
+  o.worker_timeout = absl::Seconds(2);
+  ManualClock clock;
+  TestCluster cluster(o, HostOptions(), &clock);
+  cluster.PutClientsOnRealClock();
+  auto worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  for (int i = 0; i < 40; ++i) {  // rank 1, silent from the start, is taken for dead (rank 0 registers again)
+    clock.Advance(absl::Milliseconds(100));
+    cluster.core(0)->Tick();
+  }
+  for (int step = 0; step < 5; ++step) {
+    REQUIRE(PushAll(*worker, step, Filled(1)).ok());
+    cluster.core(0)->Tick();
+  }
+  REQUIRE(Steps(cluster, 0) == std::vector<int64_t>{2, 4});
+  JobView view = o.job;
+  view.layout_hash = LayoutHash(SmallLayout());
+  REQUIRE(cluster.core(0)->Register(1, view, std::nullopt).ok());  // at clock 0: the slowest live worker
+  absl::StatusOr<std::string> path = cluster.core(0)->CheckpointNow();
+  REQUIRE(path.ok());
+  CHECK(std::filesystem::exists(*path));
+  CHECK(*path == ShardCheckpointPath(dir, 0, 1, 4));  // the last label again, with the newest weights
+  CHECK(Steps(cluster, 0) == std::vector<int64_t>{2, 4});
 }
 
 TEST_CASE("servers whose timers run apart checkpoint the step the first announced", "[checkpoint]") {
