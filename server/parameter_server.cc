@@ -97,7 +97,9 @@ absl::StatusOr<Registration> ParameterServerImpl::Register(int rank, const JobVi
   reg.initialized = initialized_;
   reg.trained = initialized_ && table_->VersionRange().second > 0;
   reg.checkpoint_steps = checkpointer_.Steps();
-  clocks_.Forget(rank);
+  // The steps it had begun keep their counts: the keys it pushes again come
+  // back as duplicates (last_pushed_step) and are not counted a second time,
+  // so forgetting them would leave those steps unfinished for good.
   // A later start step can leave a sync step waiting for nobody.
   CompleteReadySyncSteps();
   spdlog::info("worker {} registered (session {:016x}), continues at step {}{}", rank, reg.session_id,

@@ -35,11 +35,6 @@ class WorkerClocks {
     }
     if (finished) membership_->AdvanceClock(rank, step + 1);
   }
-  // Forgets `rank`'s partial steps (it registered again).
-  void Forget(int rank) {
-    absl::MutexLock lock(&mu_);
-    pushed_[rank].clear();
-  }
   void ForgetAll() {
     absl::MutexLock lock(&mu_);
     for (auto& per_step : pushed_) per_step.clear();

@@ -239,6 +239,45 @@ TEST_CASE("a pull that came with no deadline is answered DEADLINE_EXCEEDED after
   CHECK(core->Stats().waiting_pulls == 0);
 }
 
+// ssp with staleness 0: a worker that registers again part way through a
+// step (a retried Register, or a push answered ABORTED) and pushes the step
+// again finishes it; the keys it had pushed come back as duplicates and
+// count as pushed, not as missing (its clock stayed behind, and every pull
+// of the next step waited for it for good).
+TEST_CASE("ssp: a worker registering again part way through a step still finishes it", "[ssp]") {
+  ServerOptions o = SyncOptions(1, 1);
+  o.job.mode = Mode::kSsp;
+  ManualClock clock;
+  TestCluster cluster(o, HostOptions(), &clock);
+  auto worker = cluster.Worker(0);
+  REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
+  ParameterServer* core = cluster.core(0);
+  JobView view = o.job;
+  view.layout_hash = LayoutHash(SmallLayout());
+  absl::StatusOr<KeyMap> map = KeyMap::Build(SmallLayout(), 1, kSmallPartitionBytes);
+  REQUIRE(map.ok());
+  const std::vector<float> zeros(16, 0.0f);
+  auto chunks = [&](size_t n) {
+    std::vector<ChunkPayload> out;
+    for (size_t i = 0; i < n; ++i) {
+      const ChunkInfo& c = map->chunks()[i];
+      out.push_back({c.key, wire::DTYPE_FLOAT32, {absl::string_view(reinterpret_cast<const char*>(zeros.data()), c.length * 4)}});
+    }
+    return out;
+  };
+  absl::StatusOr<Registration> first = core->Register(0, view, std::nullopt);
+  REQUIRE(first.ok());
+  REQUIRE(core->Push(first->session_id, 0, chunks(1)).ok());  // one key of step 0
+  absl::StatusOr<Registration> again = core->Register(0, view, std::nullopt);
+  REQUIRE(again.ok());
+  REQUIRE(core->Push(again->session_id, 0, chunks(map->chunks().size())).ok());  // the whole step, sent again
+  std::optional<absl::Status> answered;
+  core->Pull(again->session_id, 1, {map->chunks().front().key}, wire::DTYPE_FLOAT32, false, absl::InfiniteFuture(),
+             [&](absl::StatusOr<std::vector<PulledChunk>> got) { answered = got.status(); });
+  REQUIRE(answered.has_value());  // at once: the worker finished step 0
+  CHECK(answered->ok());
+}
+
 TEST_CASE("pulled weights stay as pulled while later pushes apply (copy-on-write)", "[async]") {
   ServerOptions o = SyncOptions(1, 2);
   o.job.mode = Mode::kAsync;
