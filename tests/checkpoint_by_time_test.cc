@@ -5,7 +5,8 @@
 // --checkpoint_every step being captured; after a rewind a worker carries
 // the new announcement, not the old one; a step announced too late for a
 // server makes it announce a later one; a step no server could have
-// announced is ignored.
+// announced is ignored. And an async checkpoint is never labelled below the
+// last one written.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
