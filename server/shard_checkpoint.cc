@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -188,7 +189,21 @@ absl::Status WriteShardCheckpoint(const std::string& path, const ShardSnapshot& 
   return WriteSafetensorsAtomically(path, metadata, tensors);
 }
 
+namespace {
+absl::StatusOr<ShardSnapshot> DecodeShardCheckpoint(const std::string& path);
+}  // namespace
+
+// Every error names the file: the metadata's own (a bad dimension, a
+// missing step) did not, and they reach users as a server's start error and
+// as shardps_ckpt's.
 absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path) {
+  absl::StatusOr<ShardSnapshot> shard = DecodeShardCheckpoint(path);
+  if (shard.ok() || absl::StrContains(shard.status().message(), path)) return shard;
+  return absl::Status(shard.status().code(), absl::StrCat(path, ": ", shard.status().message()));
+}
+
+namespace {
+absl::StatusOr<ShardSnapshot> DecodeShardCheckpoint(const std::string& path) {
   absl::StatusOr<SafetensorsFile> file = ReadSafetensors(path);
   if (!file.ok()) return file.status();
   const auto& meta = file->metadata;
@@ -259,5 +274,6 @@ absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path) {
   }
   return shard;
 }
+}  // namespace
 
 }  // namespace shardps
