@@ -8,6 +8,7 @@ through pinned host memory.
 """
 import ctypes
 import threading
+import time
 
 from shardps import _lib
 from shardps._lib import RejoinError, ShardpsError
@@ -78,6 +79,7 @@ class Call:
         self._client, self._handle, self._buffers = client, handle, buffers
         self._result = None
         self._polling = threading.Lock()  # one thread waits in the library; the others wait for it
+        self._rejoined_at = None  # the step the client registered again at, once, for a rejoin answer
 
     def done(self):
         if self._result is None and self._polling.acquire(blocking=False):
@@ -92,19 +94,26 @@ class Call:
         """Waits up to `timeout` seconds (None: as long as it takes); True
         when it completed. A call the job refused for a rejoin raises
         RejoinError after registering again (with `rejoin`), else ShardpsError."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         if self._result is None:
-            if not self._polling.acquire(timeout=-1 if timeout is None else max(0.0, float(timeout))):
+            if not self._polling.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
                 return False
             try:
                 if self._result is None:  # another thread's wait may have ended it
-                    self._poll(-1.0 if timeout is None else float(timeout))
+                    self._poll(-1.0 if deadline is None else max(0.0, deadline - time.monotonic()))
             finally:
                 self._polling.release()
         if self._result is None:
             return False
         rc, message, code = self._result
         if rc == _lib.SHARDPS_REJOIN and rejoin:
-            raise self._client._rejoin(message)
+            # Several threads waiting on this call register again once: a
+            # second registration would replace the session the first
+            # thread's lining up already uses.
+            with self._polling:
+                if self._rejoined_at is None:
+                    self._rejoined_at = self._client._rejoin(message).step
+            raise RejoinError(message, self._rejoined_at)
         if rc != _lib.SHARDPS_OK:
             raise ShardpsError(message, code)
         return True
@@ -326,9 +335,11 @@ class Client:
         return {"retries": r.value, "registrations": g.value, "rewinds": w.value}
 
     def close(self):
-        """Finishes or cancels what is in flight and frees the client. From
-        any thread: it first waits for other threads' calls into the library
-        on this client to return, and a second close does nothing."""
+        """Finishes or cancels the pushes and pulls in flight and frees the
+        client. From any thread: it first waits for other threads' calls
+        into the library on this client to return (a register() or init()
+        retrying a server that is down may take up to --server_timeout), and
+        a second close does nothing."""
         state = getattr(self, "_state", None)
         if state is None:  # __init__ failed before the client existed
             return
@@ -356,18 +367,23 @@ class Client:
         """The library's `function` on this client's handle with `args`;
         close() waits until it returns (ctypes lets other threads run
         meanwhile), so the handle is never freed under it."""
-        with self._state:
-            if not self._handle:
-                raise ShardpsError("the client is closed")
-            handle = self._handle
-            self._calls_in += 1
+        counted = False
         try:
+            # Counted inside the try: an interrupt (Ctrl-C) between the count
+            # and the call would otherwise leave close() waiting for good.
+            with self._state:
+                if not self._handle:
+                    raise ShardpsError("the client is closed")
+                handle = self._handle
+                self._calls_in += 1
+                counted = True
             return getattr(_lib.lib(), function)(handle, *args)
         finally:
-            with self._state:
-                self._calls_in -= 1
-                if self._calls_in == 0:
-                    self._state.notify_all()
+            if counted:
+                with self._state:
+                    self._calls_in -= 1
+                    if self._calls_in == 0:
+                        self._state.notify_all()
 
     def _rejoin(self, message):
         return RejoinError(message, self.register())

@@ -154,5 +154,35 @@ class ClientTest(unittest.TestCase):
         wrong.close()
 
 
+class CallRejoinTest(unittest.TestCase):
+    def test_threads_waiting_on_a_rejoin_answer_register_again_once(self):
+        import threading
+        from shardps import _lib
+        from shardps.client import Call
+
+        class Client:
+            registered = 0
+
+            def _rejoin(self, message):
+                Client.registered += 1
+                return shardps.RejoinError(message, 7)
+        call = Call(Client(), None, [])
+        call._result = (_lib.SHARDPS_REJOIN, "server 1 restarted", 10)  # as the library answers a rejoin
+        steps = []
+
+        def wait():
+            try:
+                call.wait()
+            except shardps.RejoinError as e:
+                steps.append(e.step)
+        waiters = [threading.Thread(target=wait) for _ in range(3)]
+        for t in waiters:
+            t.start()
+        for t in waiters:
+            t.join()
+        self.assertEqual(steps, [7, 7, 7])
+        self.assertEqual(Client.registered, 1)  # a second registration would replace the first one's session
+
+
 if __name__ == "__main__":
     unittest.main()
