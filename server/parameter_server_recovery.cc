@@ -129,6 +129,11 @@ absl::StatusOr<RewindResult> ParameterServerImpl::ApplyRewind(int64_t step, int6
   if (!initialized_) {
     absl::StatusOr<KeyMap> map = KeyMap::Build(shard->layout, options_.job.num_servers, options_.job.partition_bytes);
     if (!map.ok()) return Refuse(absl::DataLossError(map.status().message()));
+    if (absl::Status fits = CheckShardHolds(*map, HeldPrimaries(), *shard,
+                                           absl::StrCat("checkpoint of step ", step, " in ", options_.checkpoint_dir));
+        !fits.ok()) {
+      return Refuse(fits);
+    }
     absl::MutexLock init(&init_mu_);
     InstallKeys(*std::move(map));
   }

@@ -136,7 +136,10 @@ absl::StatusOr<int64_t> ReshardCheckpoint(const std::string& dir, std::optional<
   absl::StatusOr<std::vector<ShardSnapshot>> old = ReadShards(dir, step);
   if (!old.ok()) return old.status();
   absl::StatusOr<std::vector<ShardSnapshot>> shards = Reshard(*old, num_servers);
-  if (!shards.ok()) return shards.status();
+  if (!shards.ok()) {  // naming the checkpoint, as the read's errors do
+    return absl::Status(shards.status().code(), absl::StrCat(dir, ", step ", old->front().step, ": ",
+                                                             shards.status().message()));
+  }
   std::filesystem::create_directories(out_dir, error);
   if (error) return absl::PermissionDeniedError(absl::StrCat("cannot create ", out_dir, ": ", error.message()));
   for (const ShardSnapshot& s : *shards) {

@@ -127,13 +127,20 @@ absl::Status CheckShardHolds(const KeyMap& map, const std::vector<int>& held, co
 
 absl::Status CheckShardsCover(const std::vector<ShardSnapshot>& shards) {
   if (shards.empty()) return absl::OkStatus();
-  int64_t want = 0;
-  for (const TensorSpec& t : shards.front().layout.tensors) want += t.NumElements();  // at most 2^40: DecodeLayout
-  int64_t have = 0;
-  const size_t slots = shards.front().keys.empty() ? 0 : shards.front().keys.front().slots.size();
+  const ShardSnapshot& first = shards.front();
+  // Per chunk, not summed: with --replicas > 1 each key is in several
+  // shards (its primary's and its backups'), which is no damage.
+  absl::StatusOr<KeyMap> map = KeyMap::Build(first.layout, static_cast<int>(shards.size()), first.partition_bytes);
+  if (!map.ok()) return absl::DataLossError(map.status().message());
+  std::vector<bool> held(map->chunks().size(), false);
+  const size_t slots = first.keys.empty() ? 0 : first.keys.front().slots.size();
   for (const ShardSnapshot& shard : shards) {
     for (const KeySnapshot& k : shard.keys) {
-      have += static_cast<int64_t>(k.weights.size());
+      const ChunkInfo* info = map->Find(k.key);
+      if (info == nullptr || static_cast<int64_t>(k.weights.size()) != info->length) {
+        return absl::DataLossError(absl::StrCat("server ", shard.server_id, " holds key ", KeyName(k.key), " of ",
+                                                k.weights.size(), " values, which the layout does not have"));
+      }
       const bool slots_fit = k.slots.size() == slots && std::all_of(k.slots.begin(), k.slots.end(), [&](const auto& s) {
                                return s.size() == k.weights.size();
                              });
@@ -142,10 +149,13 @@ absl::Status CheckShardsCover(const std::vector<ShardSnapshot>& shards) {
                                                 k.slots.size(), " optimizer slots, not ", slots, " as long as its ",
                                                 k.weights.size(), " weights"));
       }
+      held[static_cast<size_t>(info - map->chunks().data())] = true;
     }
   }
-  if (have == want) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("the shards hold ", have, " values; their layout has ", want));
+  const auto missing = std::find(held.begin(), held.end(), false);
+  if (missing == held.end()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("no shard holds key ", KeyName(map->chunks()[missing - held.begin()].key),
+                                          " of the layout (", held.size(), " keys)"));
 }
 
 std::string WeightsName(const Layout& layout, const ChunkKey& key) {

@@ -56,12 +56,31 @@ TEST_CASE("a layout of more values than the shards hold: refused by the merge, t
   const std::string dir = TempDir("layout-past-data");
   const Layout big{{{"w", {int64_t{1} << 39}}}};  // 2 TiB of float32, no key of it in the file
   const std::string path = ShardCheckpointPath(dir, 0, 1, 4);
-  REQUIRE(WriteShardCheckpoint(path, Shard(big)).ok());
+  ShardSnapshot shard = Shard(big);
+  shard.partition_bytes = int64_t{1} << 30;  // 2048 keys: the key map is small, the tensor not
+  REQUIRE(WriteShardCheckpoint(path, shard).ok());
   absl::StatusOr<MergedModel> merged = MergeShards(dir, std::nullopt);
   CHECK(merged.status().code() == absl::StatusCode::kDataLoss);
-  CHECK_THAT(std::string(merged.status().message()), Catch::Contains("the shards hold 0 values"));
-  CHECK(ReshardCheckpoint(dir, std::nullopt, 2, TempDir("layout-past-data-out")).status().code() ==
-        absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(merged.status().message()), Catch::Contains("no shard holds key") && Catch::Contains(dir));
+  absl::StatusOr<int64_t> resharded = ReshardCheckpoint(dir, std::nullopt, 2, TempDir("layout-past-data-out"));
+  CHECK(resharded.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(resharded.status().message()), Catch::Contains(dir));
+}
+
+TEST_CASE("a replicated job's checkpoint, each key in two shards, is no damage: it reshards", "[checkpoint]") {
+  const std::string dir = TempDir("replicated"), out = TempDir("replicated-out");
+  for (int s = 0; s < 2; ++s) {
+    ShardSnapshot shard = Shard(SmallLayout(), s, 2);
+    AddKeys(shard, s, 2, /*slots=*/1);
+    AddKeys(shard, 1 - s, 2, /*slots=*/1);  // the keys it backs up (--replicas=2)
+    REQUIRE(WriteShardCheckpoint(ShardCheckpointPath(dir, s, 2, 4), shard).ok());
+  }
+  absl::StatusOr<int64_t> resharded = ReshardCheckpoint(dir, std::nullopt, 3, out);
+  INFO(resharded.status().ToString());
+  REQUIRE(resharded.ok());
+  absl::StatusOr<MergedModel> merged = MergeShards(out, std::nullopt);
+  REQUIRE(merged.ok());
+  for (const std::vector<float>& t : merged->tensors) CHECK(t == std::vector<float>(t.size(), 1.0f));
 }
 
 TEST_CASE("a server's restore refuses a checkpoint whose layout gives it more than the file holds", "[checkpoint]") {
