@@ -59,6 +59,33 @@ TEST_CASE("one worker, fixed seed, sync: the same loss sequence twice", "[traine
   REQUIRE(a.final_test_accuracy > 0.5);  // the synthetic task is learnable; chance is 0.1
 }
 
+// A worker that joins a job already trained to its last step (ps_slurm run
+// again into the same --job_dir restores its final checkpoint) trains
+// nothing and reports the accuracy the job reached, not -1.
+TEST_CASE("a worker joining a finished job reports its final accuracy", "[trainer]") {
+  const Dataset train = SyntheticDataset(4000, 28, 28, 1);
+  const Dataset test = SyntheticDataset(500, 28, 28, 2);
+  OneWorkerMlp job(/*momentum=*/0.9);
+  TrainerOptions t;
+  t.batch_size = 32;
+  t.epochs = 2;
+  t.max_steps_per_epoch = 25;
+  t.seed = 9;
+  t.log_every = 0;
+  Trainer first(t, job.model->get(), job.client->get(), &train, &test);
+  absl::StatusOr<TrainSummary> trained = first.Run();
+  REQUIRE(trained.ok());
+  REQUIRE(trained->final_test_accuracy > 0.5);
+  absl::StatusOr<std::unique_ptr<PsClient>> again = PsClient::Connect(job.cluster.ClientFor(0, (*job.model)->layout()));
+  REQUIRE(again.ok());
+  Trainer second(t, job.model->get(), again->get(), &train, &test);
+  absl::StatusOr<TrainSummary> finished = second.Run();
+  REQUIRE(finished.ok());
+  CHECK(finished->first_step == 50);
+  CHECK(finished->steps == 0);
+  CHECK(finished->final_test_accuracy == trained->final_test_accuracy);
+}
+
 TEST_CASE("a worker's metrics: steps, samples, the time split, bytes and retries", "[trainer][metrics]") {
   const Dataset train = SyntheticDataset(4000, 28, 28, 1);
   const Dataset test = SyntheticDataset(500, 28, 28, 2);

@@ -335,6 +335,17 @@ absl::Status Trainer::CheckReady() const {
   return absl::OkStatus();
 }
 
+absl::Status Trainer::ReportFinishedJob(int64_t total, TrainSummary& summary) {
+  spdlog::warn("the job was already trained to its last step, {}: nothing to train", total);
+  if (options_.rank != options_.eval_rank || test_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<double> accuracy = Evaluate(total);
+  if (!accuracy.ok()) return accuracy.status();
+  summary.final_test_accuracy = *accuracy;
+  summary.final_weights_fnv1a = WeightsFingerprint(host_weights_);
+  spdlog::info("test accuracy of the trained job: {}", *accuracy);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainSummary> Trainer::Run() {
   if (absl::Status ready = CheckReady(); !ready.ok()) return ready;
   const int64_t per_epoch = StepsPerEpoch();
@@ -389,6 +400,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     step = *back;
   }
   if (absl::Status drained = DrainTransfers(); !drained.ok()) return drained;
+  if (*joined >= total && total > 0) {
+    if (absl::Status reported = ReportFinishedJob(total, summary); !reported.ok()) return reported;
+  }
   summary.samples = summary.steps * options_.batch_size;
   summary.wall_seconds = Seconds(run_start);
   summary.samples_per_second = summary.samples / summary.wall_seconds;

@@ -120,6 +120,10 @@ class Trainer {
   void Record(float loss, int correct, int64_t i, int64_t per_epoch, EpochProgress& p, TrainSummary& summary);
   // Ends the epoch whose last step was `step`: evaluation and the result.
   absl::Status EndEpoch(int64_t step, EpochProgress& progress, TrainSummary& summary);
+  // A worker that joined a job already trained to its last step (`total`; a
+  // reused job directory restored the final checkpoint) trains nothing: it
+  // says so and, as the evaluating rank, reports the accuracy the job reached.
+  absl::Status ReportFinishedJob(int64_t total, TrainSummary& summary);
   void LogProgress(const EpochProgress& progress, int64_t done, int64_t per_epoch);
   // One step. With `pull_ahead`, each layer's pull for the next step leaves
   // as soon as its push for this step is acknowledged, so weights travel
