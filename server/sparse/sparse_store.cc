@@ -4,16 +4,15 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_max.h"
 #include "common/wire_dtype.h"
 #include "server/sparse/table_state.h"
 
 namespace shardps {
+
 SparseStore::SparseStore(SparseStoreOptions options) : options_(std::move(options)) {}
 
 SparseStore::~SparseStore() { Shutdown(); }
@@ -203,7 +202,7 @@ bool SparseStore::CompleteIfReady(TableState& t) {
     // One push (one worker, or the others gone): its rows as they came,
     // when its ids are distinct (ascending, as a worker's plan sends them).
     TableState::RowGrads& only = **std::find_if(pending.begin(), pending.end(), [](auto& g) { return g.has_value(); });
-    if (std::adjacent_find(only.ids.begin(), only.ids.end(), std::greater_equal<int64_t>()) == only.ids.end()) {
+    if (DistinctAscending(only.ids)) {
       t.table.Apply(only.ids.data(), only.ids.size(), only.grads.data(), scale);
       FinishStep(t, step, only.ids.data(), only.ids.size());
       t.pending.erase(at_step);
@@ -211,28 +210,13 @@ bool SparseStore::CompleteIfReady(TableState& t) {
     }
   }
   // Sum in rank order, so that a step's result does not depend on arrival.
-  const size_t dim = static_cast<size_t>(t.table.dim());
-  size_t total = 0;
-  for (auto& g : pending) total += g.has_value() ? g->ids.size() : 0;
-  absl::flat_hash_map<int64_t, uint32_t> at;
-  at.reserve(total);
-  std::vector<int64_t> ids;
-  ids.reserve(total);
-  std::vector<float> sums;
-  sums.reserve(total * dim);
+  std::vector<IdRows> parts;
   for (auto& g : pending) {
-    if (!g.has_value()) continue;
-    for (size_t i = 0; i < g->ids.size(); ++i) {
-      auto [it, inserted] = at.try_emplace(g->ids[i], static_cast<uint32_t>(ids.size()));
-      if (inserted) {
-        ids.push_back(g->ids[i]);
-        sums.resize(sums.size() + dim, 0.0f);
-      }
-      float* sum = sums.data() + it->second * dim;
-      const float* grad = g->grads.data() + i * dim;
-      for (size_t j = 0; j < dim; ++j) sum[j] += grad[j];
-    }
+    if (g.has_value()) parts.push_back({&g->ids, &g->grads});
   }
+  std::vector<int64_t> ids;
+  std::vector<float> sums;
+  SumRowsById(parts, static_cast<size_t>(t.table.dim()), ids, sums);
   t.pending.erase(at_step);
   t.table.Apply(ids.data(), ids.size(), sums.data(), scale);
   FinishStep(t, step, ids.data(), ids.size());

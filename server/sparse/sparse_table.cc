@@ -235,21 +235,38 @@ int64_t SparseTable::bytes() const {
   return total;
 }
 
-void MergeRepeatedIds(std::vector<int64_t>& ids, std::vector<float>& rows, size_t dim) {
-  if (std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<int64_t>()) == ids.end()) return;
+bool DistinctAscending(const std::vector<int64_t>& ids) {
+  return std::adjacent_find(ids.begin(), ids.end(), std::greater_equal<int64_t>()) == ids.end();
+}
+
+void SumRowsById(const std::vector<IdRows>& parts, size_t dim, std::vector<int64_t>& ids, std::vector<float>& sums) {
+  size_t total = 0;
+  for (const IdRows& p : parts) total += p.ids->size();
   absl::flat_hash_map<int64_t, uint32_t> at;
-  at.reserve(ids.size());
+  at.reserve(total);
+  ids.clear();
+  ids.reserve(total);
+  sums.clear();
+  sums.reserve(total * dim);
+  for (const IdRows& p : parts) {
+    for (size_t i = 0; i < p.ids->size(); ++i) {
+      auto [it, inserted] = at.try_emplace((*p.ids)[i], static_cast<uint32_t>(ids.size()));
+      if (inserted) {
+        ids.push_back((*p.ids)[i]);
+        sums.resize(sums.size() + dim, 0.0f);
+      }
+      float* sum = sums.data() + it->second * dim;
+      const float* row = p.rows->data() + i * dim;
+      for (size_t j = 0; j < dim; ++j) sum[j] += row[j];
+    }
+  }
+}
+
+void MergeRepeatedIds(std::vector<int64_t>& ids, std::vector<float>& rows, size_t dim) {
+  if (DistinctAscending(ids)) return;
   std::vector<int64_t> merged_ids;
   std::vector<float> merged_rows;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto [it, inserted] = at.try_emplace(ids[i], static_cast<uint32_t>(merged_ids.size()));
-    if (inserted) {
-      merged_ids.push_back(ids[i]);
-      merged_rows.resize(merged_rows.size() + dim, 0.0f);
-    }
-    float* sum = merged_rows.data() + it->second * dim;
-    for (size_t j = 0; j < dim; ++j) sum[j] += rows[i * dim + j];
-  }
+  SumRowsById({{&ids, &rows}}, dim, merged_ids, merged_rows);
   ids = std::move(merged_ids);
   rows = std::move(merged_rows);
 }

@@ -141,9 +141,20 @@ class SparseTable {
   std::atomic<int32_t> touch_step_{0};
 };
 
+// Whether `ids` are distinct and ascending, as a worker's plan sends them
+// (what SparseTable::Apply takes as they are).
+bool DistinctAscending(const std::vector<int64_t>& ids);
+// One push's ids and their rows (ids->size() * dim floats).
+struct IdRows {
+  const std::vector<int64_t>* ids;
+  const std::vector<float>* rows;
+};
+// Every id of `parts` once, in order of first sight, into `ids`, with the
+// sum of its rows in that order (parts in order, then rows) into `sums`.
+void SumRowsById(const std::vector<IdRows>& parts, size_t dim, std::vector<int64_t>& ids, std::vector<float>& sums);
 // ids[i] with rows[i * dim .. +dim), each id once: a repeated id's rows
 // summed into its first place (SparseTable::Apply wants distinct ids).
-// Distinct ascending ids, what a worker's plan sends, are left as they are.
+// Distinct ascending ids are left as they are.
 void MergeRepeatedIds(std::vector<int64_t>& ids, std::vector<float>& rows, size_t dim);
 
 }  // namespace shardps
