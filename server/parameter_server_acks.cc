@@ -40,8 +40,7 @@ void ParameterServerImpl::Push(uint64_t session, int64_t step, const std::vector
   std::vector<ChunkKey> keys;
   keys.reserve(chunks.size());
   for (const ChunkPayload& c : chunks) keys.push_back(c.key);
-  PendingPull ack{rank, step, std::move(keys), /*value_bytes=*/0, /*after_own_push=*/false,
-                  std::min(deadline, clock_->Now() + kLongestWait),
+  PendingPull ack{rank, step, std::move(keys), /*value_bytes=*/0, /*after_own_push=*/false, WaitDeadline(deadline),
                   [done = std::move(done), outcomes = *std::move(outcomes)](
                       absl::StatusOr<std::vector<PulledChunk>> held) mutable {
                     if (!held.ok()) return done(held.status());
@@ -66,7 +65,8 @@ void ParameterServerImpl::PushRows(uint64_t session, int64_t step, const std::ve
     if (Replicating()) {
       held = true;
       auto answered = std::make_shared<std::atomic<bool>>(false);
-      (*store)->AwaitCopied(rank, step, parts, std::min(deadline, clock_->Now() + kLongestWait), [done, outcomes, answered](const absl::Status& copied) {
+      const absl::Time wait_until = WaitDeadline(deadline);
+      (*store)->AwaitCopied(rank, step, parts, wait_until, [done, outcomes, answered](const absl::Status& copied) {
         answered->store(true);
         if (!copied.ok()) return done(copied);
         done(outcomes);

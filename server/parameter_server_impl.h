@@ -8,6 +8,7 @@
 #ifndef SHARDPS_SERVER_PARAMETER_SERVER_IMPL_H_
 #define SHARDPS_SERVER_PARAMETER_SERVER_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -98,6 +99,9 @@ class ParameterServerImpl final : public ParameterServer {
   // after the initial values are written.
   void InstallKeys(KeyMap map, bool publish = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(init_mu_);
   int64_t CurrentStep(int rank);
+  // The deadline a request waits for on this server: the one it came with,
+  // kLongestWait from now at most (server/server_options.h).
+  absl::Time WaitDeadline(absl::Time asked) const { return std::min(asked, clock_->Now() + kLongestWait); }
   absl::Status ValidatePush(int rank, int64_t step, const std::vector<ChunkPayload>& chunks,
                             std::vector<KeyState*>& states);
   // Push and PushRows, under rewind_mu_ (shared), setting *rank_out to the

@@ -1,7 +1,6 @@
 // ParameterServerImpl: pulls of dense keys (Pull), when each is ready by
 // the job's mode, what it is answered, and the waiting pulls woken or
 // failed. See parameter_server_impl.h.
-#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -100,8 +99,7 @@ void ParameterServerImpl::Pull(uint64_t session, int64_t step, std::vector<Chunk
     if (absl::Status serving = CheckServing(**k); !serving.ok()) return done(Refuse(serving));
   }
   const int value_bytes = answer == wire::DTYPE_UNSPECIFIED ? 0 : ValueBytes(answer);
-  deadline = std::min(deadline, clock_->Now() + kLongestWait);
-  PendingPull pull{*rank, step, std::move(keys), value_bytes, after_own_push, deadline, std::move(done)};
+  PendingPull pull{*rank, step, std::move(keys), value_bytes, after_own_push, WaitDeadline(deadline), std::move(done)};
   std::optional<PendingPull> ready =
       waiters_.AddUnlessReady(std::move(pull), [this](const PendingPull& p) { return PullReady(p); });
   if (ready) CompletePull(*std::move(ready));

@@ -123,7 +123,7 @@ void ParameterServerImpl::PullRows(uint64_t session, int64_t step, const std::ve
   absl::StatusOr<SparseStore*> store = RowStoreFor(parts);
   if (!store.ok()) return done(Refuse(store.status()));
   pulls_.fetch_add(1);
-  (*store)->PullParts(*rank, step, parts, ids, std::min(deadline, clock_->Now() + kLongestWait),
+  (*store)->PullParts(*rank, step, parts, ids, WaitDeadline(deadline),
                       [this, done = std::move(done)](absl::StatusOr<std::vector<PulledRows>> rows) {
                         if (!rows.ok()) return done(Refuse(rows.status()));
                         for (const PulledRows& r : *rows) {
