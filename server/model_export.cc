@@ -52,18 +52,17 @@ absl::Status Agrees(const ShardSnapshot& first, const ShardSnapshot& shard, cons
 }
 
 // Copies server `id`'s keys into their tensors; FAILED_PRECONDITION for a
-// key that is another server's or held twice.
-absl::Status PlaceKeys(const ShardSnapshot& shard, int id, const std::string& path, MergedModel& model,
-                       std::vector<bool>& placed) {
-  absl::StatusOr<KeyMap> map = KeyMap::Build(model.layout, model.num_servers, shard.partition_bytes);
-  if (!map.ok()) return map.status();
-  if (placed.empty()) placed.assign(map->chunks().size(), false);
+// key that is another server's or held twice. `map` is the shards'
+// CoveredKeyMap: every key they hold is in it, with its length.
+absl::Status PlaceKeys(const ShardSnapshot& shard, int id, const std::string& path, const KeyMap& map,
+                       MergedModel& model, std::vector<bool>& placed) {
+  if (placed.empty()) placed.assign(map.chunks().size(), false);
   for (const KeySnapshot& k : shard.keys) {
-    const ChunkInfo* info = map->Find(k.key);
-    if (info == nullptr || info->server != id || static_cast<int64_t>(k.weights.size()) != info->length) {
+    const ChunkInfo* info = map.Find(k.key);
+    if (info->server != id) {
       return absl::FailedPreconditionError(absl::StrCat(path, " holds key ", KeyName(k.key), ", not server ", id, "'s"));
     }
-    const size_t index = static_cast<size_t>(info - map->chunks().data());
+    const size_t index = static_cast<size_t>(info - map.chunks().data());
     if (placed[index]) return absl::FailedPreconditionError(absl::StrCat("key ", KeyName(k.key), " is held twice"));
     placed[index] = true;
     std::copy(k.weights.begin(), k.weights.end(), model.tensors[k.key.tensor].begin() + info->offset);
@@ -155,8 +154,9 @@ absl::StatusOr<std::vector<ShardSnapshot>> ReadShards(const std::string& dir, st
 absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<int64_t> step) {
   absl::StatusOr<std::vector<ShardSnapshot>> read = ReadShards(dir, step);
   if (!read.ok()) return read.status();
-  if (absl::Status covered = CheckShardsCover(*read); !covered.ok()) {
-    return absl::DataLossError(absl::StrCat(dir, ", step ", read->front().step, ": ", covered.message()));
+  absl::StatusOr<KeyMap> map = CoveredKeyMap(*read);
+  if (!map.ok()) {
+    return absl::DataLossError(absl::StrCat(dir, ", step ", read->front().step, ": ", map.status().message()));
   }
   MergedModel model;
   model.step = read->front().step;
@@ -168,11 +168,8 @@ absl::StatusOr<MergedModel> MergeShards(const std::string& dir, std::optional<in
   std::vector<std::vector<std::pair<int64_t, const float*>>> rows;  // per table, pointing into *read
   for (int id = 0; id < model.num_servers; ++id) {
     const std::string path = ShardCheckpointPath(dir, id, model.num_servers, model.step);
-    if (absl::Status s = PlaceKeys((*read)[id], id, path, model, placed); !s.ok()) return s;
+    if (absl::Status s = PlaceKeys((*read)[id], id, path, *map, model, placed); !s.ok()) return s;
     if (absl::Status s = AddTableRows((*read)[id], id, model.num_servers, path, rows); !s.ok()) return s;
-  }
-  for (size_t i = 0; i < placed.size(); ++i) {
-    if (!placed[i]) return absl::FailedPreconditionError(absl::StrCat("no shard holds chunk ", i, " of the layout"));
   }
   for (size_t t = 0; t < rows.size(); ++t) model.tables.push_back(SortedTable(rows[t], model.layout.tables[t].dim));
   return model;

@@ -23,8 +23,8 @@ struct WholeTensor {
 // Every tensor of the layout put together from the old shards' keys.
 absl::StatusOr<std::vector<WholeTensor>> Assemble(const std::vector<ShardSnapshot>& old) {
   const ShardSnapshot& first = old.front();
-  if (absl::Status covered = CheckShardsCover(old); !covered.ok()) return covered;
-  absl::StatusOr<KeyMap> map = KeyMap::Build(first.layout, static_cast<int>(old.size()), first.partition_bytes);
+  // Every key the shards hold is the layout's, and every key is held.
+  absl::StatusOr<KeyMap> map = CoveredKeyMap(old);
   if (!map.ok()) return map.status();
   std::vector<WholeTensor> whole(first.layout.tensors.size());
   for (size_t t = 0; t < whole.size(); ++t) {
@@ -35,10 +35,6 @@ absl::StatusOr<std::vector<WholeTensor>> Assemble(const std::vector<ShardSnapsho
   for (const ShardSnapshot& shard : old) {
     for (const KeySnapshot& k : shard.keys) {
       const ChunkInfo* info = map->Find(k.key);
-      if (info == nullptr || static_cast<int64_t>(k.weights.size()) != info->length) {
-        return absl::FailedPreconditionError(absl::StrCat("server ", shard.server_id, " holds key ", KeyName(k.key),
-                                                          ", which the layout does not have"));
-      }
       WholeTensor& w = whole[k.key.tensor];
       if (w.slots.size() < k.slots.size()) w.slots.resize(k.slots.size(), std::vector<float>(w.weights.size()));
       std::copy(k.weights.begin(), k.weights.end(), w.weights.begin() + info->offset);
@@ -46,11 +42,6 @@ absl::StatusOr<std::vector<WholeTensor>> Assemble(const std::vector<ShardSnapsho
         std::copy(k.slots[s].begin(), k.slots[s].end(), w.slots[s].begin() + info->offset);
       }
       std::fill_n(w.versions.begin() + info->offset, info->length, k.version);
-    }
-  }
-  for (size_t t = 0; t < whole.size(); ++t) {
-    if (std::count(whole[t].versions.begin(), whole[t].versions.end(), -1) > 0) {
-      return absl::FailedPreconditionError(absl::StrCat("no shard holds all of tensor ", first.layout.tensors[t].name));
     }
   }
   return whole;

@@ -125,13 +125,12 @@ absl::Status CheckShardHolds(const KeyMap& map, const std::vector<int>& held, co
                                           " values; its layout gives this server ", keys, " keys of ", values));
 }
 
-absl::Status CheckShardsCover(const std::vector<ShardSnapshot>& shards) {
-  if (shards.empty()) return absl::OkStatus();
+absl::StatusOr<KeyMap> CoveredKeyMap(const std::vector<ShardSnapshot>& shards) {
   const ShardSnapshot& first = shards.front();
-  // Per chunk, not summed: with --replicas > 1 each key is in several
-  // shards (its primary's and its backups'), which is no damage.
   absl::StatusOr<KeyMap> map = KeyMap::Build(first.layout, static_cast<int>(shards.size()), first.partition_bytes);
   if (!map.ok()) return absl::DataLossError(map.status().message());
+  // Per key, not summed: with --replicas > 1 each key is in several shards
+  // (its primary's and its backups'), which is no damage.
   std::vector<bool> held(map->chunks().size(), false);
   const size_t slots = first.keys.empty() ? 0 : first.keys.front().slots.size();
   for (const ShardSnapshot& shard : shards) {
@@ -153,9 +152,11 @@ absl::Status CheckShardsCover(const std::vector<ShardSnapshot>& shards) {
     }
   }
   const auto missing = std::find(held.begin(), held.end(), false);
-  if (missing == held.end()) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("no shard holds key ", KeyName(map->chunks()[missing - held.begin()].key),
-                                          " of the layout (", held.size(), " keys)"));
+  if (missing != held.end()) {
+    return absl::DataLossError(absl::StrCat("no shard holds key ", KeyName(map->chunks()[missing - held.begin()].key),
+                                            " of the layout (", held.size(), " keys)"));
+  }
+  return map;
 }
 
 std::string WeightsName(const Layout& layout, const ChunkKey& key) {

@@ -79,10 +79,12 @@ absl::StatusOr<ShardSnapshot> ReadShardCheckpoint(const std::string& path);
 // `held` (a server's restore: its own, with backups it holds).
 absl::Status CheckShardHolds(const KeyMap& map, const std::vector<int>& held, const ShardSnapshot& shard,
                              const std::string& source);
-// The same for a whole job's shards (merging, resharding): together they
-// hold the layout's values exactly, and each key's optimizer slots are as
-// long as its weights and as many as the first key's.
-absl::Status CheckShardsCover(const std::vector<ShardSnapshot>& shards);
+// The key map of a whole job's shards (merging, resharding; REQUIRES at
+// least one), once they are checked against it: every key they hold is in
+// the layout, as long as the map says, with optimizer slots as long as its
+// weights and as many as the first key's, and every key of the layout is
+// held (by one shard or, with --replicas > 1, several). DATA_LOSS otherwise.
+absl::StatusOr<KeyMap> CoveredKeyMap(const std::vector<ShardSnapshot>& shards);
 
 // Safetensors name of a key's weights ("<tensor>/<chunk>") and of its slots
 // ("<tensor>/<chunk>/slot<i>").
