@@ -215,12 +215,8 @@ ShardSnapshot ShardOfStep(int64_t step) {
   return shard;
 }
 
-// A checkpoint damaged on disk (writes are atomic: not by a crash) does not
-// stop a restart while an older one is there: it is set aside and that one
-// restored (here step 2; the job then rewinds to it).
-TEST_CASE("a damaged newest checkpoint is set aside at start, and the one before it restored", "[checkpoint]") {
-  const std::string dir = TempDir("damaged-newest");
-  CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 1, 1, dir));
+// One sync worker trains 4 steps; the servers checkpoint steps 2 and 4.
+void TrainToCheckpoints2And4(CheckpointsOnDemand& servers) {
   auto worker = servers.cluster.Worker(0);
   REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
   for (int step = 0; step < 4; ++step) {
@@ -228,6 +224,15 @@ TEST_CASE("a damaged newest checkpoint is set aside at start, and the one before
     if (step == 1) REQUIRE(servers.Reach(1, 2));
   }
   REQUIRE(servers.Reach(1, 4));
+}
+
+// A checkpoint damaged on disk (writes are atomic: not by a crash) does not
+// stop a restart while an older one is there: it is set aside and that one
+// restored (here step 2; the job then rewinds to it).
+TEST_CASE("a damaged newest checkpoint is set aside at start, and the one before it restored", "[checkpoint]") {
+  const std::string dir = TempDir("damaged-newest");
+  CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 1, 1, dir));
+  TrainToCheckpoints2And4(servers);
   const std::string newest = ShardCheckpointPath(dir, 0, 1, 4);
   std::filesystem::resize_file(newest, 100);  // cut short
   servers.cluster.Restart(0);
@@ -247,13 +252,7 @@ TEST_CASE("a newest checkpoint that cannot be read as a file: set aside, or the 
   const std::string dir = TempDir("unreadable-newest");
   {
     CheckpointsOnDemand servers(CrashingServers(Mode::kSync, 1, 1, dir));
-    auto worker = servers.cluster.Worker(0);
-    REQUIRE(worker->Init(Zeros(SmallLayout())).ok());
-    for (int step = 0; step < 4; ++step) {
-      REQUIRE(PushAll(*worker, step, Filled(1)).ok());
-      if (step == 1) REQUIRE(servers.Reach(1, 2));
-    }
-    REQUIRE(servers.Reach(1, 4));
+    TrainToCheckpoints2And4(servers);
   }
   const std::string newest = ShardCheckpointPath(dir, 0, 1, 4);
   const std::string kept = newest + ".kept";

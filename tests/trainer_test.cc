@@ -33,14 +33,20 @@ struct OneWorkerMlp {
   absl::StatusOr<std::unique_ptr<PsClient>> client;
 };
 
-TrainSummary TrainOnce(const Dataset& train, const Dataset& test) {
-  OneWorkerMlp job(/*momentum=*/0.9);
+// 2 epochs of 25 steps of 32 samples, seed 9, no progress lines.
+TrainerOptions TwoShortEpochs() {
   TrainerOptions t;
   t.batch_size = 32;
   t.epochs = 2;
   t.max_steps_per_epoch = 25;
   t.seed = 9;
   t.log_every = 0;
+  return t;
+}
+
+TrainSummary TrainOnce(const Dataset& train, const Dataset& test) {
+  OneWorkerMlp job(/*momentum=*/0.9);
+  const TrainerOptions t = TwoShortEpochs();
   Trainer trainer(t, job.model->get(), job.client->get(), &train, &test);
   absl::StatusOr<TrainSummary> summary = trainer.Run();
   REQUIRE(summary.ok());
@@ -66,12 +72,7 @@ TEST_CASE("a worker joining a finished job reports its final accuracy", "[traine
   const Dataset train = SyntheticDataset(4000, 28, 28, 1);
   const Dataset test = SyntheticDataset(500, 28, 28, 2);
   OneWorkerMlp job(/*momentum=*/0.9);
-  TrainerOptions t;
-  t.batch_size = 32;
-  t.epochs = 2;
-  t.max_steps_per_epoch = 25;
-  t.seed = 9;
-  t.log_every = 0;
+  const TrainerOptions t = TwoShortEpochs();
   Trainer first(t, job.model->get(), job.client->get(), &train, &test);
   absl::StatusOr<TrainSummary> trained = first.Run();
   REQUIRE(trained.ok());

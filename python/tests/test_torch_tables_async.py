@@ -50,6 +50,12 @@ class TwiceHashed(nn.Module if torch else object):
         return (self.h(a) + self.h(b)).sum() + 0 * self.top(torch.zeros(1, 2)).sum()
 
 
+class Rejoining:
+    """A call whose wait answers as when the job rewound to step 1."""
+    def wait(self, rejoin=True):
+        raise shardps.RejoinError("the job rewound", 1)
+
+
 class Recording:
     """The worker's client, recording when row pushes start and are
     acknowledged and when row pulls start."""
@@ -159,7 +165,8 @@ class AsyncTablesTest(unittest.TestCase):
         self.assertTrue(torch.allclose(rows, ref.emb.weight, atol=1e-6), (rows, ref.emb.weight))
         self.assertTrue(torch.allclose(model.top.weight, ref.top.weight, atol=1e-6))
 
-    def test_a_rejoin_met_waiting_for_row_pushes_lines_the_worker_up(self):
+    def worker_at_step_2(self):
+        """A worker of Model that has trained steps 0 and 1."""
         self.write_flags()
         model = Model()
         worker = shardps.torch.Worker(model, shardps.Job(self.server.address, 0, 1, self.flagfile.name))
@@ -169,50 +176,37 @@ class AsyncTablesTest(unittest.TestCase):
             loss_of(model, ids, y).backward()
             step = worker.step_done()
         self.assertEqual(step, 2)
+        return model, worker
 
-        class Rejoining:  # as a push's wait answers when the job rewound to step 1
-            def wait(self, rejoin=True):
-                raise shardps.RejoinError("the job rewound", 1)
-        worker.tables.pushes.insert(0, Rejoining())
-        ids, y = batch(step)
+    def train_on_to_step_4(self, model, worker):
+        """After a rejoin: training goes on from the worker's step."""
+        step = worker.step
+        while step < 4:
+            ids, y = batch(step)
+            worker.prefetch_rows({model.emb: ids})
+            loss_of(model, ids, y).backward()
+            step = worker.step_done()
+        worker.close()
+
+    def test_a_rejoin_met_waiting_for_row_pushes_lines_the_worker_up(self):
+        model, worker = self.worker_at_step_2()
+        worker.tables.pushes.insert(0, Rejoining())  # as a push's wait answers when the job rewound to step 1
+        ids, y = batch(worker.step)
         with self.assertRaises(shardps.RejoinError):
             worker.prefetch_rows({model.emb: ids})
         self.assertEqual((worker.step, worker.tables.pushes, worker.tables.prefetched), (1, [], {}))
-        step = worker.step
-        while step < 4:  # and training goes on from there
-            ids, y = batch(step)
-            worker.prefetch_rows({model.emb: ids})
-            loss_of(model, ids, y).backward()
-            step = worker.step_done()
-        worker.close()
+        self.train_on_to_step_4(model, worker)
 
     def test_a_rejoin_met_by_a_row_pull_lines_the_worker_up(self):
-        self.write_flags()
-        model = Model()
-        worker = shardps.torch.Worker(model, shardps.Job(self.server.address, 0, 1, self.flagfile.name))
-        step = worker.start()
-        for _ in range(2):
-            ids, y = batch(step)
-            loss_of(model, ids, y).backward()
-            step = worker.step_done()
-
-        class Rejoining:  # as a row pull's wait answers when the job rewound to step 1
-            def wait(self, rejoin=True):
-                raise shardps.RejoinError("the job rewound", 1)
-        ids, y = batch(step)
+        model, worker = self.worker_at_step_2()
+        ids, y = batch(worker.step)
         worker.prefetch_rows({model.emb: ids})
         prefetched = worker.tables.prefetched[0]
-        worker.tables.prefetched[0] = prefetched[:4] + (Rejoining(),)
+        worker.tables.prefetched[0] = prefetched[:4] + (Rejoining(),)  # as the row pull's wait answers
         with self.assertRaises(shardps.RejoinError):
             loss_of(model, ids, y)
         self.assertEqual((worker.step, worker.tables.prefetched), (1, {}))
-        step = worker.step
-        while step < 4:  # and training goes on from there
-            ids, y = batch(step)
-            worker.prefetch_rows({model.emb: ids})
-            loss_of(model, ids, y).backward()
-            step = worker.step_done()
-        worker.close()
+        self.train_on_to_step_4(model, worker)
 
     def test_a_hash_embedding_bag_run_twice_a_step_pushes_both_gradients(self):
         self.write_flags()
