@@ -262,6 +262,7 @@ int Run() {
 int main(int argc, char** argv) {
   shardps::KeepFreedMemoryForReuse();
   shardps::SkipMutexDeadlockDetection();
-  shardps::ParseJobCommandLine(argc, argv, "emulated_worker: a ShardPS worker with emulated compute, for scaling runs.");
+  shardps::ParseJobCommandLine(argc, argv, "emulated_worker: a ShardPS worker with emulated compute, for scaling runs.",
+                               shardps::ForeignFlags::kJobFlagsOnly);
   return shardps::Run();
 }

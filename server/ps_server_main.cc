@@ -335,6 +335,7 @@ int main(int argc, char** argv) {
   shardps::SkipMutexDeadlockDetection();
   shardps::ParseJobCommandLine(argc, argv,
                                "ps_server: one shard of a ShardPS parameter server.\n"
-                               "  ps_server --flagfile=job.flags --server_id=0 --port=7000");
+                               "  ps_server --flagfile=job.flags --server_id=0 --port=7000",
+                               shardps::ForeignFlags::kAnyName);
   return shardps::Run(signal);
 }

@@ -90,6 +90,7 @@ int Run(const std::string& command) {
 
 int main(int argc, char** argv) {
   std::vector<char*> args = shardps::ParseJobCommandLine(
-      argc, argv, "shardps_admin status|checkpoint|stop --servers=h0:p0,h1:p1 [--flagfile=job.flags]");
+      argc, argv, "shardps_admin status|checkpoint|stop --servers=h0:p0,h1:p1 [--flagfile=job.flags]",
+      shardps::ForeignFlags::kAnyName);
   return shardps::Run(args.size() == 2 ? args[1] : "");
 }

@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
   shardps::SkipMutexDeadlockDetection();
   shardps::ParseJobCommandLine(argc, argv,
                                "ps_worker: a ShardPS training worker.\n"
-                               "  ps_worker --flagfile=job.flags --servers=h0:7000,h1:7001 --rank=0");
+                               "  ps_worker --flagfile=job.flags --servers=h0:7000,h1:7001 --rank=0",
+                               shardps::ForeignFlags::kJobFlagsOnly);
   return shardps::Run();
 }
