@@ -127,4 +127,15 @@ grep -qx -- --num_servers=1 "$work/launch/job.flags" || fail "--num_servers merg
 [ ! -e "$work/launch/summary-7.json" ] || fail "the last run's summary was left in --out"
 grep -q "done: 10 steps" "$work/launch/worker-0.log" || fail "the job did not take --max_steps_per_epoch from the flag file"
 pass "ps_launch: an unreadable flag file or a bad count exits 2 naming it; a last line without newline stays a flag; no stale summary"
+# A misspelt job flag stops the job: the worker names it, ps_launch says the
+# worker failed, and no server is left running.
+rc=0; SHARDPS_BIN=$bin "$runfiles/deploy/ps_launch" --servers=1 --workers=1 --out="$work/typo" --epoch=3 \
+  > "$work/typo.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "ps_launch --epoch=3 exited $rc, not 1: $(tail -3 "$work/typo.out")"
+grep -q "ps_worker: --epoch in $work/typo/job.flags is not a flag of any ShardPS program (did you mean --epochs?)" \
+  "$work/typo.out" || fail "ps_launch --epoch=3 did not show the worker's refusal: $(tail -3 "$work/typo.out")"
+grep -q "worker 0 failed" "$work/typo.out" || fail "ps_launch --epoch=3 did not say the worker failed"
+server_pid=$(cat "$work/typo/server-0.pid") || fail "ps_launch --epoch=3 started no server"
+! kill -0 "$server_pid" 2> /dev/null || fail "the server of the refused job still runs"
+pass "ps_launch --epoch=3: the worker refuses the misspelt flag, naming --epochs; the job ends 1 with no server left"
 all_passed
