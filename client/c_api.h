@@ -48,7 +48,8 @@ SHARDPS_DLL int ShardpsLastErrorCode(void);
 SHARDPS_DLL int ShardpsVersion(int* major, int* minor);
 
 /* Connects to a job (lazily: no server needs to be up yet). `config` holds
- * `--name=value` options separated by spaces or newlines (client/client_config.h):
+ * `--name=value` options separated by spaces or newlines, a double-quoted part
+ * keeping its spaces (client/client_config.h):
  * --servers, --rank, --num_workers, --mode, --staleness, --partition_bytes,
  * --wire_dtype, timeouts, TLS files, --auth_token_file, and --flagfile for the
  * job's flag file. The layout: `num_tensors` tensors named `names`, tensor t

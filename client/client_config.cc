@@ -3,6 +3,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -19,7 +21,8 @@ using Values = std::map<std::string, std::string>;
 
 constexpr int kMaxFlagfileDepth = 4;
 
-absl::Status Collect(const std::string& text, bool from_file, int depth, Values& values);
+absl::Status Collect(const std::vector<std::string>& words, bool from_file, int depth, Values& values);
+std::vector<std::string> FileWords(const std::string& text);
 
 absl::Status ReadFlagfile(const std::string& path, int depth, Values& values) {
   if (depth > kMaxFlagfileDepth) {
@@ -29,7 +32,7 @@ absl::Status ReadFlagfile(const std::string& path, int depth, Values& values) {
   if (!in) return absl::FailedPreconditionError(absl::StrCat("cannot read the flag file ", path));
   std::stringstream text;
   text << in.rdbuf();
-  return Collect(text.str(), /*from_file=*/true, depth + 1, values);
+  return Collect(FileWords(text.str()), /*from_file=*/true, depth + 1, values);
 }
 
 bool Known(const std::string& name) {
@@ -45,9 +48,43 @@ bool Known(const std::string& name) {
   return false;
 }
 
+// A flag file's words: one per line, spaces kept (as absl reads one); blank
+// lines and lines that start with '#' are none.
+std::vector<std::string> FileWords(const std::string& text) {
+  std::vector<std::string> words;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty() && line[0] != '#') words.emplace_back(line);
+  }
+  return words;
+}
+
+// The text's words: separated by spaces or newlines; a double-quoted part
+// keeps its spaces (`--flagfile="/a dir/job.flags"`), its quotes dropped.
+absl::StatusOr<std::vector<std::string>> TextWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool quoted = false, any = false;
+  for (char c : text) {
+    if (c == '"') {
+      quoted = !quoted;
+      any = true;
+    } else if (!quoted && absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      if (any) words.push_back(std::exchange(word, ""));
+      any = false;
+    } else {
+      word += c;
+      any = true;
+    }
+  }
+  if (quoted) return absl::InvalidArgumentError(absl::StrCat("client options: a '\"' is not closed in: ", text));
+  if (any) words.push_back(word);
+  return words;
+}
+
 // Words "--name=value" (or "--name", "--noname" for booleans); later ones win.
-absl::Status Collect(const std::string& text, bool from_file, int depth, Values& values) {
-  for (absl::string_view word : absl::StrSplit(text, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty())) {
+absl::Status Collect(const std::vector<std::string>& words, bool from_file, int depth, Values& values) {
+  for (absl::string_view word : words) {
     if (absl::StartsWith(word, "#")) continue;
     absl::string_view w = word;
     if (!absl::ConsumePrefix(&w, "--")) absl::ConsumePrefix(&w, "-");
@@ -154,8 +191,10 @@ absl::Status Fill(const Values& v, ClientOptions& o) {
 }  // namespace
 
 absl::StatusOr<ClientOptions> ClientOptionsFromText(const std::string& text) {
+  absl::StatusOr<std::vector<std::string>> words = TextWords(text);
+  if (!words.ok()) return words.status();
   Values values;
-  if (absl::Status s = Collect(text, /*from_file=*/false, 0, values); !s.ok()) return s;
+  if (absl::Status s = Collect(*words, /*from_file=*/false, 0, values); !s.ok()) return s;
   ClientOptions o;
   if (absl::Status s = Fill(values, o); !s.ok()) return s;
   return o;

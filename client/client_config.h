@@ -1,7 +1,8 @@
 // ClientOptions from text, for clients that are not ShardPS binaries (the C
 // API, and through it Python): the same options ps_worker takes as flags,
-// one `--name=value` per line or per space-separated word, and
-// `--flagfile=PATH` to read a job's flag file. Options a job file holds for
+// `--name=value` words separated by spaces or newlines (a double-quoted part
+// keeps its spaces: `--flagfile="/a dir/job.flags"`), and `--flagfile=PATH`
+// to read a job's flag file, one option a line as absl reads one. Options a job file holds for
 // other processes (servers' optimizer flags, ps_worker's model flags) are
 // ignored there, as every ShardPS process ignores the flags that are not its
 // own; an unknown option given directly is an error. Reads no global flags.

@@ -9,9 +9,11 @@ does for PyTorch's own:
                        TLS, token, ... and every process's other flags)
   SHARDPS_SUMMARY_JSON where the worker may write its summary (optional)
   SHARDPS_CLIENT_FLAGS this worker's own client flags, e.g. its TLS
-                       certificate and key for mutual TLS (optional)
+                       certificate and key for mutual TLS, as shell words
+                       (a path with spaces quoted; optional)
 """
 import os
+import shlex
 
 from shardps.client import Client
 from shardps._lib import ShardpsError
@@ -39,17 +41,24 @@ class Job:
         """The client options: the flag file first, then this worker's own."""
         words = ["--flagfile=%s" % self.flagfile] if self.flagfile else []
         words += ["--servers=%s" % self.servers, "--rank=%d" % self.rank, "--num_workers=%d" % self.num_workers]
-        return " ".join(words + self.client_flags.split())
+        return " ".join(_quoted(w) for w in words + shlex.split(self.client_flags))
 
     def connect(self, layout, tables=()):
         return Client(self.config(), layout, tables)
 
 
+def _quoted(word):
+    """A word of the client's options (client/client_config.h): spaces kept in double quotes."""
+    return '"%s"' % word if any(c.isspace() for c in word) else word
+
+
 def _read_flags(path):
+    """A flag file as absl reads one: a flag a line, spaces in a value kept."""
     flags = {}
     try:
         with open(path) as f:
-            for word in f.read().split():
+            for line in f:
+                word = line.strip()
                 if word.startswith("--"):
                     name, _, value = word[2:].partition("=")
                     flags[name] = value

@@ -1,6 +1,7 @@
 """The PyTorch example (python/examples/fashion_mnist.py) as the workers of
 real jobs launched by deploy/ps_launch --script: it trains to accuracy in
-sync and in async mode without a change, and a server killed with SIGKILL
+sync and in async mode without a change (async with mutual TLS, the job's
+files under a path with a space), and a server killed with SIGKILL
 and restarted mid-run makes the workers line up again and finish (with
 --replicas=2: the restarted server joins again, and nothing is rewound)."""
 import glob
@@ -36,8 +37,8 @@ def summaries(out):
 
 @unittest.skipIf(torch is None or not os.path.isdir(DATA), "needs PyTorch and Fashion-MNIST (tools/setup)")
 class LaunchTest(unittest.TestCase):
-    def run_job(self, *flags):
-        out = tempfile.mkdtemp(prefix="shardps-launch.")
+    def run_job(self, *flags, prefix="shardps-launch."):
+        out = tempfile.mkdtemp(prefix=prefix)
         proc = launch(out, *flags)
         log, _ = proc.communicate(timeout=600)
         self.assertEqual(proc.returncode, 0, log[-3000:])
@@ -50,8 +51,11 @@ class LaunchTest(unittest.TestCase):
         self.assertGreaterEqual(s[0]["final_test_accuracy"], 0.82, log[-2000:])
         self.assertEqual({x["steps"] for x in s}, {468})  # 60000 / 2 workers / 64 per step
 
-    def test_the_same_script_trains_in_async_mode(self):
-        out, log = self.run_job("--mode=async")
+    def test_the_same_script_trains_in_async_mode_with_mutual_tls_under_a_path_with_spaces(self):
+        # The flag file, the certificates and the workers' own client flags
+        # (SHARDPS_CLIENT_FLAGS) all lie under the space.
+        out, log = self.run_job("--mode=async", "--tls=mutual", prefix="shardps launch.")
+        self.assertIn(" ", out)
         self.assertGreaterEqual(summaries(out)[0]["final_test_accuracy"], 0.80, log[-2000:])
 
     def kill_server_1_past_step_100(self, out, *flags):
