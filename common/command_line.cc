@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/job_flags.h"
 
@@ -23,20 +24,38 @@ struct ForeignFlag {
   std::string file;
 };
 
-// Flag names that appear in `path` but are not defined in this binary.
-void CollectForeignFlags(const std::string& path, std::vector<ForeignFlag>& out) {
+constexpr int kMaxFlagfileDepth = 4;
+
+void CollectForeignFlags(absl::string_view flagfiles, int depth, std::vector<ForeignFlag>& out);
+
+// Flag names that appear in `path` (and the flag files it names, as absl
+// reads them) but are not defined in this binary.
+void CollectForeignFlagsOfFile(const std::string& path, int depth, std::vector<ForeignFlag>& out) {
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    absl::string_view arg = absl::StripAsciiWhitespace(line);
+    absl::string_view arg = absl::StripLeadingAsciiWhitespace(line);
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
     absl::string_view name = arg.substr(0, arg.find('='));
+    if (name == "flagfile" && arg.find('=') != absl::string_view::npos) {
+      CollectForeignFlags(arg.substr(arg.find('=') + 1), depth + 1, out);
+      continue;
+    }
     if (absl::FindCommandLineFlag(name) != nullptr) continue;
     absl::string_view positive = name;
     if (absl::ConsumePrefix(&positive, "no") && absl::FindCommandLineFlag(positive) != nullptr) {
       continue;
     }
     out.push_back({std::string(name), path});
+  }
+}
+
+// `flagfiles`: a --flagfile value, files separated by commas as absl takes
+// them. Past kMaxFlagfileDepth absl reports the loop itself.
+void CollectForeignFlags(absl::string_view flagfiles, int depth, std::vector<ForeignFlag>& out) {
+  if (depth > kMaxFlagfileDepth) return;
+  for (absl::string_view path : absl::StrSplit(flagfiles, ',', absl::SkipEmpty())) {
+    CollectForeignFlagsOfFile(std::string(path), depth, out);
   }
 }
 
@@ -89,7 +108,7 @@ std::vector<char*> ParseJobCommandLine(int argc, char** argv, const char* usage,
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (absl::ConsumePrefix(&arg, "--flagfile=") || absl::ConsumePrefix(&arg, "-flagfile=")) {
-      CollectForeignFlags(std::string(arg), foreign);
+      CollectForeignFlags(arg, 0, foreign);
     }
   }
   CheckForeignFlags(ProgramName(argv[0]).c_str(), foreign, policy);

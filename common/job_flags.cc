@@ -19,9 +19,9 @@ constexpr const char* kJobFlags[] = {
     "lr_schedule", "lr_step_size", "lr_total_steps", "lr_warmup_steps", "max_message_bytes", "max_steps_per_epoch",
     "metrics_address", "metrics_port", "mode", "model", "momentum", "momentum_lookahead", "nesterov", "num_servers",
     "num_workers", "optimizer", "partition_bytes", "peer_connect_timeout", "port", "pull_ahead", "pull_timeout",
-    "pull_with_push", "push_request_bytes", "rank", "replicas", "row_admit_count", "row_init_scale", "row_lr",
-    "row_optimizer", "row_ttl_steps", "seed", "server_id", "server_timeout", "server_timeout_for_failover", "servers",
-    "socket_priority", "staleness", "staleness_log_every", "staleness_lr", "steps", "stop_on_divergence",
+    "pull_with_push", "push_request_bytes", "push_timeout", "rank", "replicas", "row_admit_count", "row_init_scale",
+    "row_lr", "row_optimizer", "row_ttl_steps", "seed", "server_id", "server_timeout", "server_timeout_for_failover",
+    "servers", "socket_priority", "staleness", "staleness_log_every", "staleness_lr", "steps", "stop_on_divergence",
     "summary_json", "synthetic", "tcp_congestion", "tf32", "timeout", "tls_ca", "tls_cert", "tls_key", "tls_mutual",
     "trace_file", "warmup_steps", "weight_decay", "wire_dtype", "worker_timeout",
 };

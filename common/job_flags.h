@@ -11,10 +11,11 @@
 
 namespace shardps {
 
-// True when some ShardPS program takes flag `name`: ps_server, ps_worker (and
-// the client library's options), emulated_worker, shardps_admin, or the
-// Python library (shardps.torch's --row_* table flags). tests/job_flag_files_test.sh
-// checks the list against the programs' --helpfull.
+// True when some ShardPS program takes flag `name`: ps_server, ps_worker,
+// the client library's options (client/client_config.cc; --push_timeout is
+// one only there), emulated_worker, shardps_admin, or the Python library
+// (shardps.torch's --row_* table flags). tests/job_flag_files_test.sh checks
+// the list against the programs' --helpfull and those two lists.
 bool IsJobFlag(absl::string_view name);
 
 // The job flag nearest to `name`, when a typo could explain the difference
