@@ -48,19 +48,21 @@ bool Known(const std::string& name) {
   return false;
 }
 
-// A flag file's words: one per line, spaces kept (as absl reads one); blank
-// lines and lines that start with '#' are none.
+// A flag file's words as absl reads them: one per line, leading spaces
+// dropped and the rest kept; blank lines and lines that start with '#' are
+// none.
 std::vector<std::string> FileWords(const std::string& text) {
   std::vector<std::string> words;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
+    line = absl::StripLeadingAsciiWhitespace(line);
     if (!line.empty() && line[0] != '#') words.emplace_back(line);
   }
   return words;
 }
 
 // The text's words: separated by spaces or newlines; a double-quoted part
-// keeps its spaces (`--flagfile="/a dir/job.flags"`), its quotes dropped.
+// keeps its spaces (`--flagfile="/a dir/job.flags"`), its quotes dropped. No
+// escapes: a word cannot hold a double quote.
 absl::StatusOr<std::vector<std::string>> TextWords(const std::string& text) {
   std::vector<std::string> words;
   std::string word;

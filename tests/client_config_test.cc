@@ -33,7 +33,8 @@ TEST_CASE("client options: words split on spaces and newlines", "[client_config]
 }
 
 TEST_CASE("client options: a quoted flag file path keeps its spaces, and so do the file's values", "[client_config]") {
-  const std::string path = JobFileWithSpaces("--mode=async\n  --tls_ca=/certs dir/ca.pem\n# a comment\n\n--optimizer=adam\n");
+  const std::string path =
+      JobFileWithSpaces("--mode=async\n  --tls_ca=/certs dir/ca.pem\n# a comment\n\n--optimizer=adam\n");
   absl::StatusOr<ClientOptions> o = ClientOptionsFromText(absl::StrCat("--flagfile=\"", path, "\" --servers=a:1"));
   REQUIRE(o.ok());
   CHECK(o->job.mode == Mode::kAsync);
@@ -54,13 +55,19 @@ TEST_CASE("client options: an unclosed quote and an unquoted path with spaces ar
   CHECK_THAT(std::string(o.status().message()), Catch::Contains("cannot read the flag file"));
 }
 
-TEST_CASE("client options: a flag file line is one flag, as absl reads it", "[client_config]") {
+TEST_CASE("client options: a flag file line is one flag, trailing spaces and all, as absl reads it",
+          "[client_config]") {
   // ps_server and ps_worker read "--mode=async --staleness=3" as a mode of
   // "async --staleness=3"; so does the client, and refuses it.
   const std::string path = JobFileWithSpaces("--mode=async --staleness=3\n");
   absl::StatusOr<ClientOptions> o = ClientOptionsFromText(absl::StrCat("--flagfile=\"", path, "\" --servers=a:1"));
   CHECK(o.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(o.status().message()), Catch::Contains("async --staleness=3"));
+  // Leading spaces go, trailing ones stay (a CRLF file's '\r' too), as in absl.
+  const std::string trailing = JobFileWithSpaces("   --mode=async \n");
+  o = ClientOptionsFromText(absl::StrCat("--flagfile=\"", trailing, "\" --servers=a:1"));
+  CHECK(o.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(o.status().message()), Catch::Contains("unknown mode 'async '"));
 }
 
 }  // namespace

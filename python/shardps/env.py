@@ -49,18 +49,20 @@ class Job:
 
 def _quoted(word):
     """A word of the client's options (client/client_config.h): spaces kept in double quotes."""
+    if '"' in word:
+        raise ShardpsError("client option %s holds a double quote, which the client's options cannot carry" % word)
     return '"%s"' % word if any(c.isspace() for c in word) else word
 
 
 def _read_flags(path):
-    """A flag file as absl reads one: a flag a line, spaces in a value kept."""
+    """A flag file as absl reads one: a flag a line, leading spaces dropped, the rest kept."""
     flags = {}
     try:
         with open(path) as f:
             for line in f:
-                word = line.strip()
-                if word.startswith("--"):
-                    name, _, value = word[2:].partition("=")
+                word = line.rstrip("\n").lstrip()
+                if word.startswith("-"):  # --name=value or -name=value
+                    name, _, value = word[2 if word.startswith("--") else 1:].partition("=")
                     flags[name] = value
     except OSError as e:
         raise ShardpsError("cannot read the job's flag file %s: %s" % (path, e.strerror))
