@@ -25,14 +25,14 @@ for bad in --restart_servers= --restart_servers=3x --gpus_per_worker=abc --port_
 done
 [ ! -e /nonexistent/job ] || fail "a refused ps_slurm wrote its job directory"
 pass "ps_slurm refuses an empty or non-numeric count and a port base with no room, naming the flag"
-for bad in "/nonexistent/a job" '/nonexistent/job;touch /tmp/x' '/nonexistent/$(job)'; do
+for bad in "/nonexistent/a job" '/nonexistent/job;touch /tmp/x' '/nonexistent/$(job)' /nonexistent/a,b; do
   "$runfiles/deploy/slurm/ps_slurm" --servers=2 --bin="$runfiles" --job_dir="$bad" > /dev/null 2> "$TEST_TMPDIR/bad.err" \
     && fail "ps_slurm --job_dir='$bad' was taken"
-  grep -qF "ps_slurm: the path '$bad' holds a space or a shell character" "$TEST_TMPDIR/bad.err" \
+  grep -qF "ps_slurm: the path '$bad' holds a space, a comma, a colon or a shell character" "$TEST_TMPDIR/bad.err" \
     || fail "no clear error for ps_slurm --job_dir='$bad': $(cat "$TEST_TMPDIR/bad.err")"
 done
 [ ! -e /nonexistent ] || fail "a refused ps_slurm wrote its job directory"
-pass "ps_slurm refuses a job directory with a space or a shell character, naming it"
+pass "ps_slurm refuses a job directory with a space, a comma or a shell character, naming it"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # server_ports N: a base port whose N ports from it are free, below the
