@@ -106,7 +106,16 @@ class Trainer {
   TrainerProgress Progress() const;
 
  private:
-  struct EpochProgress;
+  // One epoch's running figures, and the window of the last progress line.
+  struct EpochProgress {
+    int epoch = -1;
+    std::vector<int64_t> shard;  // this worker's sample indices for the epoch
+    absl::Time start;
+    double loss = 0, window_loss = 0;
+    int64_t right = 0, window_right = 0, steps = 0, window_steps = 0;
+    absl::Time window_start;
+    TimeSplit split_before;
+  };
   // Registers (lining up with the job) and sends the initial weights;
   // returns the step to continue at.
   absl::StatusOr<int64_t> Join();
