@@ -134,7 +134,8 @@ std::unique_ptr<GrpcReplicaLink> LinkTo(const RecordingPeer& peer, const Replica
 }
 
 ReplicaUpdate Update(int tensor, int64_t version) {
-  return ReplicaUpdate{{tensor, 0}, version, std::make_shared<const std::vector<float>>(4, float(version)), {}, {}};
+  return ReplicaUpdate{{static_cast<uint32_t>(tensor), 0}, version,
+                       std::make_shared<const std::vector<float>>(4, float(version)), {}, {}};
 }
 
 TEST_CASE("replica link: a key updated again before its update left goes once, at its newest version",
