@@ -1,8 +1,6 @@
 #include "client/client_config.h"
 
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/flag_files.h"
 #include "common/security.h"
 #include "common/wire_dtype.h"
 
@@ -19,20 +18,19 @@ namespace {
 
 using Values = std::map<std::string, std::string>;
 
-constexpr int kMaxFlagfileDepth = 4;
-
 absl::Status Collect(const std::vector<std::string>& words, bool from_file, int depth, Values& values);
-std::vector<std::string> FileWords(const std::string& text);
 
-absl::Status ReadFlagfile(const std::string& path, int depth, Values& values) {
-  if (depth > kMaxFlagfileDepth) {
-    return absl::InvalidArgumentError(absl::StrCat("flag files nest deeper than ", kMaxFlagfileDepth, " at ", path));
+// `flagfiles`: a --flagfile value (files separated by commas).
+absl::Status ReadFlagfiles(const std::string& flagfiles, int depth, Values& values) {
+  for (const std::string& path : FlagFilePaths(flagfiles)) {
+    if (depth > kMaxFlagfileDepth) {
+      return absl::InvalidArgumentError(absl::StrCat("flag files nest deeper than ", kMaxFlagfileDepth, " at ", path));
+    }
+    absl::StatusOr<std::vector<std::string>> words = ReadFlagFileWords(path);
+    if (!words.ok()) return words.status();
+    if (absl::Status s = Collect(*words, /*from_file=*/true, depth + 1, values); !s.ok()) return s;
   }
-  std::ifstream in(path);
-  if (!in) return absl::FailedPreconditionError(absl::StrCat("cannot read the flag file ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return Collect(FileWords(text.str()), /*from_file=*/true, depth + 1, values);
+  return absl::OkStatus();
 }
 
 bool Known(const std::string& name) {
@@ -46,18 +44,6 @@ bool Known(const std::string& name) {
     if (name == k) return true;
   }
   return false;
-}
-
-// A flag file's words as absl reads them: one per line, leading spaces
-// dropped and the rest kept; blank lines and lines that start with '#' are
-// none.
-std::vector<std::string> FileWords(const std::string& text) {
-  std::vector<std::string> words;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    line = absl::StripLeadingAsciiWhitespace(line);
-    if (!line.empty() && line[0] != '#') words.emplace_back(line);
-  }
-  return words;
 }
 
 // The text's words: separated by spaces or newlines; a double-quoted part
@@ -90,14 +76,15 @@ absl::Status Collect(const std::vector<std::string>& words, bool from_file, int 
     if (absl::StartsWith(word, "#")) continue;
     absl::string_view w = word;
     if (!absl::ConsumePrefix(&w, "--")) absl::ConsumePrefix(&w, "-");
-    std::string name(w.substr(0, w.find('=')));
-    std::string value = w.find('=') == absl::string_view::npos ? "true" : std::string(w.substr(w.find('=') + 1));
-    if (absl::StartsWith(name, "no") && Known(name.substr(2)) && w.find('=') == absl::string_view::npos) {
+    const size_t equals = w.find('=');
+    std::string name(w.substr(0, equals));
+    std::string value = equals == absl::string_view::npos ? "true" : std::string(w.substr(equals + 1));
+    if (absl::StartsWith(name, "no") && Known(name.substr(2)) && equals == absl::string_view::npos) {
       name = name.substr(2);
       value = "false";
     }
     if (name == "flagfile") {
-      if (absl::Status s = ReadFlagfile(value, depth, values); !s.ok()) return s;
+      if (absl::Status s = ReadFlagfiles(value, depth, values); !s.ok()) return s;
       continue;
     }
     if (!Known(name)) {

@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "absl/flags/parse.h"
@@ -12,8 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/flag_files.h"
 #include "common/job_flags.h"
 
 namespace shardps {
@@ -24,21 +23,19 @@ struct ForeignFlag {
   std::string file;
 };
 
-constexpr int kMaxFlagfileDepth = 4;
-
 void CollectForeignFlags(absl::string_view flagfiles, int depth, std::vector<ForeignFlag>& out);
 
-// Flag names that appear in `path` (and the flag files it names, as absl
-// reads them) but are not defined in this binary.
+// Flag names that appear in `path` (and the flag files it names) but are not
+// defined in this binary. A file that cannot be read is absl's to report.
 void CollectForeignFlagsOfFile(const std::string& path, int depth, std::vector<ForeignFlag>& out) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view arg = absl::StripLeadingAsciiWhitespace(line);
+  const absl::StatusOr<std::vector<std::string>> words = ReadFlagFileWords(path);
+  if (!words.ok()) return;
+  for (absl::string_view arg : *words) {
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
-    absl::string_view name = arg.substr(0, arg.find('='));
-    if (name == "flagfile" && arg.find('=') != absl::string_view::npos) {
-      CollectForeignFlags(arg.substr(arg.find('=') + 1), depth + 1, out);
+    const size_t equals = arg.find('=');
+    absl::string_view name = arg.substr(0, equals);
+    if (name == "flagfile" && equals != absl::string_view::npos) {
+      CollectForeignFlags(arg.substr(equals + 1), depth + 1, out);
       continue;
     }
     if (absl::FindCommandLineFlag(name) != nullptr) continue;
@@ -54,9 +51,7 @@ void CollectForeignFlagsOfFile(const std::string& path, int depth, std::vector<F
 // them. Past kMaxFlagfileDepth absl reports the loop itself.
 void CollectForeignFlags(absl::string_view flagfiles, int depth, std::vector<ForeignFlag>& out) {
   if (depth > kMaxFlagfileDepth) return;
-  for (absl::string_view path : absl::StrSplit(flagfiles, ',', absl::SkipEmpty())) {
-    CollectForeignFlagsOfFile(std::string(path), depth, out);
-  }
+  for (const std::string& path : FlagFilePaths(flagfiles)) CollectForeignFlagsOfFile(path, depth, out);
 }
 
 std::string ProgramName(absl::string_view argv0) {

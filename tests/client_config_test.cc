@@ -70,5 +70,33 @@ TEST_CASE("client options: a flag file line is one flag, trailing spaces and all
   CHECK_THAT(std::string(o.status().message()), Catch::Contains("unknown mode 'async '"));
 }
 
+TEST_CASE("client options: a --flagfile value names files separated by commas, read in order, as absl reads it",
+          "[client_config]") {
+  const std::string dir = TempDir("client config list");
+  const std::string first = dir + "/first.flags", second = dir + "/second.flags";
+  std::ofstream(first) << "--mode=async\n--rank=2\n";
+  std::ofstream(second) << "--mode=ssp\n--staleness=3\n";
+  absl::StatusOr<ClientOptions> o =
+      ClientOptionsFromText(absl::StrCat("\"--flagfile=", first, ",", second, "\" --servers=a:1"));
+  REQUIRE(o.ok());
+  CHECK(o->job.mode == Mode::kSsp);  // the later file wins
+  CHECK(o->job.staleness == 3);
+  CHECK(o->rank == 2);
+  // One that cannot be read stops the rest, naming it.
+  o = ClientOptionsFromText(absl::StrCat("\"--flagfile=", first, ",/nonexistent/job.flags\" --servers=a:1"));
+  CHECK(o.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(o.status().message()), Catch::Contains("/nonexistent/job.flags"));
+}
+
+TEST_CASE("client options: flag files that name each other in a loop are refused, not followed forever",
+          "[client_config]") {
+  const std::string dir = TempDir("client config loop");
+  const std::string path = dir + "/job.flags";
+  std::ofstream(path) << "--mode=async\n--flagfile=" << path << "\n";
+  absl::StatusOr<ClientOptions> o = ClientOptionsFromText(absl::StrCat("\"--flagfile=", path, "\" --servers=a:1"));
+  CHECK(o.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(o.status().message()), Catch::Contains("nest deeper than 4"));
+}
+
 }  // namespace
 }  // namespace shardps
