@@ -20,13 +20,9 @@ constexpr int kAdmit = 3;
 // One worker, sync, admission at the third push; `copies` collects what a
 // primary hands on.
 std::unique_ptr<SparseStore> Store(std::vector<RowsReplica>* copies, int admit = kAdmit, int64_t ttl = 0) {
-  SparseStoreOptions o;
-  o.mode = Mode::kSync;
-  o.num_workers = 1;
+  SparseStoreOptions o = LiveStoreOptions(Mode::kSync, 1);
   o.row_admit_count = admit;
   o.row_ttl_steps = ttl;
-  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
-  o.min_live_clock = [] { return int64_t{0}; };
   if (copies != nullptr) o.on_step_applied = [copies](RowsReplica r) { copies->push_back(std::move(r)); };
   auto store = std::make_unique<SparseStore>(o);
   store->Install({ExactSpec()});

@@ -17,12 +17,7 @@ namespace {
 
 TEST_CASE("sync, one worker: a push's repeated ids are summed before the optimizer, ascending ones go as they are",
           "[sparse]") {
-  SparseStoreOptions o;
-  o.mode = Mode::kSync;
-  o.num_workers = 1;
-  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
-  o.min_live_clock = [] { return int64_t{0}; };
-  SparseStore store(o);
+  SparseStore store(LiveStoreOptions(Mode::kSync, 1));
   store.Install({ExactSpec(RowOptimizerKind::kAdagrad, 1)});
   const auto push = [&](int64_t step, std::vector<int64_t> ids, std::vector<float> g) {
     const std::string i = Bytes(ids), r = Bytes(g);
@@ -46,12 +41,8 @@ TEST_CASE("sync, one worker: a push's repeated ids are summed before the optimiz
 // Two async pushes of gradient 2 to row 9 (lr 1, rows from 0), under
 // --async_lr_scaling=auto: the row as it ends, with its slots.
 TableSnapshot TwoAutoPushes(RowOptimizerKind kind) {
-  SparseStoreOptions o;
-  o.mode = Mode::kAsync;
-  o.num_workers = 2;
+  SparseStoreOptions o = LiveStoreOptions(Mode::kAsync, 2);
   o.async_lr_scaling = AsyncLrScaling::kAuto;
-  o.required_for_step = [](int64_t) { return std::vector<bool>{true, true}; };
-  o.min_live_clock = [] { return int64_t{0}; };
   SparseStore store(o);
   store.Install({ExactSpec(kind)});
   const std::string ids = Bytes(std::vector<int64_t>{9});

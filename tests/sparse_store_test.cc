@@ -316,11 +316,8 @@ TEST_CASE("an async push that repeats an id counts it once (admission) and appli
 }
 
 TEST_CASE("a row pull whose answer would pass the message limit is refused before any row is read", "[sparse]") {
-  SparseStoreOptions o;
-  o.mode = Mode::kAsync;
+  SparseStoreOptions o = LiveStoreOptions(Mode::kAsync, 1);
   o.max_answer_bytes = 1000;  // 500 values in bfloat16: 250 rows of dim 2
-  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
-  o.min_live_clock = [] { return int64_t{0}; };
   SparseStore store(o);
   store.Install({Spec()});
   std::vector<int64_t> ids(251);
@@ -346,12 +343,8 @@ TEST_CASE("a row pull whose answer would pass the message limit is refused befor
 }
 
 TEST_CASE("sparse async AdaGrad: a push is 1/N of a step, as for dense keys", "[sparse]") {
-  SparseStoreOptions o;
+  SparseStoreOptions o = LiveStoreOptions(Mode::kAsync, 2);
   o.async_lr_scaling = AsyncLrScaling::kWorkers;
-  o.mode = Mode::kAsync;
-  o.num_workers = 2;
-  o.required_for_step = [](int64_t) { return std::vector<bool>{true, true}; };
-  o.min_live_clock = [] { return int64_t{0}; };
   SparseStore store(o);
   TableSpec spec = Spec(RowOptimizerKind::kAdagrad);
   store.Install({spec});

@@ -21,6 +21,7 @@
 #include "server/safetensors.h"
 #include "server/shard_checkpoint.h"
 #include "server/sparse/sparse_store.h"
+#include "tests/sparse_test_rows.h"
 #include "tests/temp_dir.h"
 #include "tests/test_cluster.h"
 
@@ -37,19 +38,10 @@ TableSpec Table(RowOptimizerKind kind) {
   return t;
 }
 
-std::string Bytes(const std::vector<int64_t>& ids) {
-  return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 8);
-}
-std::string Bytes(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
-
 std::unique_ptr<SparseStore> Store(const TableSpec& spec, int server_id = 0, int num_servers = 1) {
-  SparseStoreOptions o;
-  o.mode = Mode::kAsync;
-  o.num_workers = 1;
+  SparseStoreOptions o = LiveStoreOptions(Mode::kAsync, 1);
   o.server_id = server_id;
   o.num_servers = num_servers;
-  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
-  o.min_live_clock = [] { return int64_t{0}; };
   auto store = std::make_unique<SparseStore>(o);
   store->Install({spec});
   return store;
@@ -117,11 +109,7 @@ TEST_CASE("a shard checkpoint holds each table's ids, rows and slots bit for bit
 // layout, and what it held before is gone.
 TEST_CASE("a restore empties each table in place: it keeps its place, and readers meanwhile find it live",
           "[checkpoint][sparse]") {
-  SparseStoreOptions o;
-  o.mode = Mode::kAsync;
-  o.num_workers = 1;
-  o.required_for_step = [](int64_t) { return std::vector<bool>{true}; };
-  o.min_live_clock = [] { return int64_t{0}; };
+  SparseStoreOptions o = LiveStoreOptions(Mode::kAsync, 1);
   std::vector<RowsReplica> copies;
   o.on_step_applied = [&](RowsReplica r) { copies.push_back(std::move(r)); };
   SparseStore store(o);
