@@ -39,7 +39,7 @@ bool Known(const std::string& name) {
       "wire_dtype",    "channels_per_server", "in_flight_bytes", "push_timeout", "pull_timeout",
       "server_timeout", "heartbeat_interval", "tls_ca", "tls_cert", "tls_key", "tls_mutual", "auth_token_file",
       "async_prefetch", "pull_with_push", "tcp_congestion", "replicas", "server_timeout_for_failover",
-      "http2_bdp_probe", "push_request_bytes", "fetch_request_bytes", "coalesce_pushes"};
+      "http2_bdp_probe", "push_request_bytes", "fetch_request_bytes", "coalesce_pushes", "first_weights_lane"};
   for (const char* k : kNames) {
     if (name == k) return true;
   }
@@ -169,6 +169,7 @@ absl::Status Fill(const Values& v, ClientOptions& o) {
   if (absl::Status s = Boolean(v, "pull_with_push", &o.pull_with_push); !s.ok()) return s;
   if (absl::Status s = Boolean(v, "http2_bdp_probe", &o.http2_bdp_probe); !s.ok()) return s;
   if (absl::Status s = Boolean(v, "coalesce_pushes", &o.coalesce_pushes); !s.ok()) return s;
+  if (absl::Status s = Boolean(v, "first_weights_lane", &o.first_weights_lane); !s.ok()) return s;
   if (v.count("tcp_congestion")) o.tcp_congestion = Text(v, "tcp_congestion");
   o.tls = TlsFiles{Text(v, "tls_cert"), Text(v, "tls_key"), Text(v, "tls_ca"), mutual};
   absl::StatusOr<std::string> token = ReadAuthToken(Text(v, "auth_token_file"));

@@ -28,7 +28,8 @@ ABSL_FLAG(int, channels_per_server, 2,
 ABSL_FLAG(int64_t, in_flight_bytes, 0,
           "Bytes of pushes (and, apart, of fetched weights) in flight at once; the rest queue in the transfer "
           "schedule's order, earliest layer first (0: automatic, 512 KB of pushes and 256 KB of fetched weights, and "
-          "two requests' bytes at least: 2 MB of pushes with the default --push_request_bytes; -1: no limit).");
+          "two requests' bytes at least: 2 MB of pushes with the default --push_request_bytes; with "
+          "--first_weights_lane no limit on fetched weights; -1: no limit).");
 ABSL_FLAG(int64_t, push_request_bytes, shardps::kDefaultPushRequestBytes,
           "The most bytes of one server's chunks of a push that share a request (fewer calls; a partition at least, "
           "0: one partition; half of --in_flight_bytes at most when that is set; keep it under the servers' "
@@ -37,6 +38,12 @@ ABSL_FLAG(bool, coalesce_pushes, true,
           "While a push to a server is in flight, the step's later pushes to it wait and leave together as one "
           "request, up to --push_request_bytes: a worker's requests per step stay flat as N grows (false: each "
           "call's keys for a server are a request of their own).");
+ABSL_FLAG(bool, first_weights_lane, false,
+          "One more connection to each server for the awaits and the fetches of the first 4% of the model's bytes "
+          "(what the next forward pass waits for first), which the server lifts out of the bulk band; later weights "
+          "are fetched with no window (unless --in_flight_bytes is set). Sync only (async and ssp ignore it); for "
+          "dense models with servers on hosts of their own and --channels_per_server of 2 or more "
+          "(docs/performance.md, \"The first-weights lane\").");
 ABSL_FLAG(int64_t, fetch_request_bytes, 0,
           "The most bytes of one server's chunks of a pull that share a request (0: one partition; more is faster "
           "for big tensors on fast links, and queues the weights the next forward pass waits for behind more bytes).");
@@ -93,6 +100,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags() {
   o.in_flight_bytes = absl::GetFlag(FLAGS_in_flight_bytes);
   o.push_request_bytes = absl::GetFlag(FLAGS_push_request_bytes);
   o.coalesce_pushes = absl::GetFlag(FLAGS_coalesce_pushes);
+  o.first_weights_lane = absl::GetFlag(FLAGS_first_weights_lane);
   o.fetch_request_bytes = absl::GetFlag(FLAGS_fetch_request_bytes);
   o.async_prefetch = absl::GetFlag(FLAGS_async_prefetch);
   o.pull_with_push = absl::GetFlag(FLAGS_pull_with_push);

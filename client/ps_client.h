@@ -32,6 +32,8 @@
 namespace shardps {
 
 struct ClientOptions {
+  // first_weights_lane where it applies: in sync.
+  bool UsesFirstWeightsLane() const { return first_weights_lane && job.mode == Mode::kSync; }
   std::vector<std::string> servers;  // "host:port", index = server id.
   int rank = 0;
   JobView job;    // layout_hash is filled from `layout`.
@@ -52,8 +54,8 @@ struct ClientOptions {
   // Bytes of pushes (and, separately, of pulls) in flight at once; the rest
   // queue, earliest layer first (client/transfer_queue.h). 0: automatic
   // (512 KB of pushes, 256 KB of fetched weights, and two requests'
-  // bytes at least, so 2 MB of pushes by default: client/grpc_transfers.cc);
-  // negative: no limit.
+  // bytes at least, so 2 MB of pushes by default: client/grpc_transfers.cc;
+  // no limit on fetched weights with first_weights_lane); negative: no limit.
   int64_t in_flight_bytes = 0;
   // The most bytes one request carries: a server's chunks of one transfer,
   // in tensor order, share requests up to this many bytes (a larger chunk
@@ -70,6 +72,18 @@ struct ClientOptions {
   // (client/transfer_queue.h): a step's requests stop multiplying with the
   // servers a layer is spread over.
   bool coalesce_pushes = true;
+  // One more connection to each server, the last, for the awaits and the
+  // fetches of the first 4% of the model's bytes (FirstWeightsTensors), which
+  // the server lifts out of the bulk band; the later weights are then fetched
+  // with no window (FetchBudget). For servers on hosts of their own: their
+  // uplinks carry only answers, which the lane orders; beside the workers,
+  // the unwindowed fetches would compete with pushes on the hosts' links
+  // (docs/performance.md, "The first-weights lane"). Dense weights only:
+  // rows of tables keep the shared connections (and share the fetches' lack
+  // of a window). With channels_per_server = 1 the pushes' connection, which
+  // the server lifts too, carries every other answer: use 2 or more. Sync
+  // only: async and ssp ignore it (it cost them 0.009 and 0.019 at N = 16).
+  bool first_weights_lane = false;
   int64_t max_message_bytes = 256 << 20;
   // The TCP congestion control of this client's connections
   // (common/tcp_congestion.h; "auto": CUBIC where it may be set; "system":

@@ -71,10 +71,16 @@ enum class OnAbort {
 // that the weights spread over all of them whatever else is called between
 // two fetches (a sync pull is an await then a fetch: in one rotation every
 // fetch took the same channel and the awaits the other).
+// With ClientOptions::first_weights_lane one more channel, the last, carries
+// the awaits and the fetches of the weights the next forward pass needs
+// first, and nothing else: the server lifts it out of the bulk band
+// (PullRequest.first_weights), so those answers overtake the other weights
+// on the server's uplink (docs/performance.md, "The first-weights lane").
 enum class Lane {
-  kPushes,   // bulk bytes to the server
-  kFetches,  // bulk bytes back: pulls that carry weights or rows
-  kOthers,   // awaits, registrations, heartbeats, ...
+  kPushes,        // bulk bytes to the server
+  kFetches,       // bulk bytes back: pulls that carry weights or rows
+  kOthers,        // awaits, registrations, heartbeats, ...
+  kFirstWeights,  // with first_weights_lane: awaits, and fetches of the first weights
 };
 
 struct CallSpec {

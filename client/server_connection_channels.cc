@@ -21,7 +21,8 @@ namespace shardps {
 std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string& address,
                                                               absl::Duration connect_timeout) const {
   std::vector<std::shared_ptr<Stub>> stubs;
-  for (int c = 0; c < std::max(1, options_.channels_per_server); ++c) {
+  const int channels = std::max(1, options_.channels_per_server) + (options_.UsesFirstWeightsLane() ? 1 : 0);
+  for (int c = 0; c < channels; ++c) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
     args.SetMaxSendMessageSize(static_cast<int>(options_.max_message_bytes));
@@ -43,7 +44,11 @@ std::vector<std::shared_ptr<Stub>> ServerConnection::MakeStubs(const std::string
 
 std::shared_ptr<Stub> ServerConnection::StubFor(Lane lane) {
   absl::MutexLock lock(&stubs_mu_);
-  const size_t n = stubs_.size();
+  size_t n = stubs_.size();
+  if (options_.UsesFirstWeightsLane()) {
+    if (lane == Lane::kFirstWeights) return stubs_.back();
+    --n;  // the others share the channels before it
+  }
   if (n == 1 || lane == Lane::kPushes) return stubs_[0];
   std::atomic<size_t>& next = lane == Lane::kFetches ? next_fetch_stub_ : next_other_stub_;
   return stubs_[1 + next.fetch_add(1) % (n - 1)];

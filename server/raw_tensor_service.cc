@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/connection_priority.h"
 #include "common/grpc_status.h"
 #include "common/tensor_frame.h"
 #include "common/wire_dtype.h"
@@ -170,7 +171,9 @@ SharedPayload Encode(std::shared_ptr<const std::vector<float>> weights, wire::DT
 
 class PullReactor final : public UnaryReactor {
  public:
-  using UnaryReactor::UnaryReactor;
+  PullReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core, Trace* trace,
+              ConnectionPriorityMarker* lifted)
+      : UnaryReactor(ctx, core, trace), lifted_(lifted) {}
 
  private:
   void Handle() override {
@@ -182,6 +185,7 @@ class PullReactor final : public UnaryReactor {
     if (!dtype.ok()) return Refuse(dtype.status());
     step_ = req.step();
     await_only_ = req.await_only();
+    if (req.first_weights() && lifted_ != nullptr) lifted_->Mark(ctx_->peer());
     core_->Pull(req.session_id(), req.step(), PullKeys(req), await_only_ ? wire::DTYPE_UNSPECIFIED : *dtype,
                 req.after_own_push(), Deadline(),
                 [this, dtype = *dtype](absl::StatusOr<std::vector<PulledChunk>> chunks) {
@@ -226,6 +230,7 @@ class PullReactor final : public UnaryReactor {
     }
     return resp;
   }
+  ConnectionPriorityMarker* const lifted_;
   int64_t step_ = -1, bytes_ = 0;
   bool await_only_ = false;
   absl::Time ready_ = absl::InfinitePast();
@@ -234,10 +239,10 @@ class PullReactor final : public UnaryReactor {
 }  // namespace
 
 grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core,
-                                                    Trace* trace) {
+                                                    Trace* trace, ConnectionPriorityMarker* lifted) {
   UnaryReactor* r = nullptr;
   if (ctx->method() == kRawPushMethod) r = new PushReactor(ctx, core, trace);
-  if (ctx->method() == kRawPullMethod) r = new PullReactor(ctx, core, trace);
+  if (ctx->method() == kRawPullMethod) r = new PullReactor(ctx, core, trace, lifted);
   if (ctx->method() == kRawReplicateMethod) r = new ReplicateReactor(ctx, core, trace);
   if (r != nullptr) r->Start();
   return r;

@@ -9,6 +9,7 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/support/server_callback.h>
 
+#include "common/connection_priority.h"
 #include "common/trace.h"
 #include "server/parameter_server.h"
 
@@ -17,9 +18,10 @@ namespace shardps {
 // A started reactor for `ctx->method()` when it is a raw-framing method,
 // else nullptr. `core` must outlive the call.
 // `trace` (may be null) records each push's arrival and each pull's wait and
-// answer.
+// answer. `lifted` (may be null) is given the connection of each pull that
+// names itself a first-weights call (PullRequest.first_weights).
 grpc::ServerGenericBidiReactor* NewRawTensorReactor(grpc::GenericCallbackServerContext* ctx, ParameterServer* core,
-                                                    Trace* trace = nullptr);
+                                                    Trace* trace = nullptr, ConnectionPriorityMarker* lifted = nullptr);
 
 }  // namespace shardps
 

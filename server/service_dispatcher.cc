@@ -40,13 +40,13 @@ grpc::ServerGenericBidiReactor* ServiceDispatcher::CreateReactor(grpc::GenericCa
   }
   // A primary's Replicate calls too: the pulls of the step wait for their
   // answers, which must not queue behind this server's bulk answers.
-  if (push_connections_ != nullptr && (ctx->method() == kRawPushMethod || ctx->method() == kRawReplicateMethod)) {
-    push_connections_->Mark(ctx->peer());
+  if (lifted_ != nullptr && (ctx->method() == kRawPushMethod || ctx->method() == kRawReplicateMethod)) {
+    lifted_->Mark(ctx->peer());
   }
   // Replication: the servers the caller knows to have failed, joined or moved.
   NoteViewMetadata(ctx->client_metadata(), *core_);
   if (grpc::ServerGenericBidiReactor* r = NewParameterServiceReactor(ctx, core_, stop_)) return r;
-  if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_, trace_)) return r;
+  if (grpc::ServerGenericBidiReactor* r = NewRawTensorReactor(ctx, core_, trace_, lifted_.get())) return r;
   return new RefusingReactor(ctx, core_->incarnation(),
                              absl::UnimplementedError(absl::StrCat("unknown method ", ctx->method())));
 }

@@ -5,7 +5,8 @@
 // it (common/security.h) is UNAUTHENTICATED, counted and logged, whatever
 // its method. With a push priority, the connection a push or a primary's
 // Replicate arrives on gets it (common/connection_priority.h), once per
-// connection. Thread-safe.
+// connection, as does a worker's first-weights lane (PullRequest.first_weights).
+// Thread-safe.
 #ifndef SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 #define SHARDPS_SERVER_SERVICE_DISPATCHER_H_
 
@@ -27,16 +28,16 @@ class ServiceDispatcher final : public grpc::CallbackGenericService {
   // `core` must outlive the service. An empty `auth_token` admits every
   // call. `stop` (may be empty) serves ADMIN_STOP. `trace` (may be null;
   // must outlive the service) records pushes and pulls. `push_priority`:
-  // the SO_PRIORITY of connections that carry pushes (kKeepSocketPriority:
-  // left alone).
+  // the SO_PRIORITY of connections that carry pushes or first weights
+  // (kKeepSocketPriority: left alone).
   ServiceDispatcher(ParameterServer* core, std::string auth_token, std::function<void()> stop, Trace* trace = nullptr,
                     int push_priority = kKeepSocketPriority)
       : core_(core),
         auth_token_(std::move(auth_token)),
         stop_(std::move(stop)),
         trace_(trace),
-        push_connections_(push_priority != kKeepSocketPriority ? std::make_unique<ConnectionPriorityMarker>(push_priority)
-                                                               : nullptr) {}
+        lifted_(push_priority != kKeepSocketPriority ? std::make_unique<ConnectionPriorityMarker>(push_priority)
+                                                     : nullptr) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
@@ -46,7 +47,7 @@ class ServiceDispatcher final : public grpc::CallbackGenericService {
   const std::string auth_token_;
   const std::function<void()> stop_;
   Trace* const trace_;
-  const std::unique_ptr<ConnectionPriorityMarker> push_connections_;  // null: none
+  const std::unique_ptr<ConnectionPriorityMarker> lifted_;  // null: none
 };
 
 }  // namespace shardps

@@ -120,6 +120,7 @@ TEST_CASE("the C API refuses bad input with a code and a message, and the server
       {"--async_prefetch=maybe", "option --async_prefetch=maybe: want true or false"},
       {"--http2_bdp_probe=off", "option --http2_bdp_probe=off: want true or false"},
       {"--coalesce_pushes=1", "option --coalesce_pushes=1: want true or false"},
+      {"--first_weights_lane=yes", "option --first_weights_lane=yes: want true or false"},
       {"--push_request_bytes=-5", "push_request_bytes is -5; want 0 (one partition) or more"},
       {"--fetch_request_bytes=1e3", "option --fetch_request_bytes=1e3: want an integer"},
       {"--tcp_congestion=no-such-cc", "--tcp_congestion='no-such-cc' cannot be set here"},

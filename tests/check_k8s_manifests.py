@@ -5,8 +5,10 @@ servers listen on, ranks come from the Indexed Job's completion index, server
 ids from the pod index, the probes and scrape annotations name the ports the
 processes open, (with --secret) the Secret holds every file the flags name, and
 (with --apart) no server pod may share a node with a worker or another server:
-each pod's required anti-affinity selects those pods by their template labels.
-Without --apart, no pod has an affinity rule.
+each pod's required anti-affinity selects those pods by their template labels,
+and job.flags sets the workers' first-weights lane (true unless the user said
+otherwise).
+Without --apart, no pod has an affinity rule and job.flags leaves the lane out.
 Prints one line per failed check and exits 1 if any failed."""
 import re
 import sys
@@ -102,13 +104,17 @@ def avoided(pod_spec):
 
 
 server_avoids, worker_avoids = avoided(sts["spec"]["template"]["spec"]), avoided(job["spec"]["template"]["spec"])
+lane = flag(flags, "first_weights_lane")
 if apart:
     check(server_avoids == {"server", "worker"}, "a server pod may share a node with %s"
           % sorted({"server", "worker"} - server_avoids))
     check(worker_avoids == {"server"}, "workers avoid %s, want servers alone" % sorted(worker_avoids))
+    check(lane is not None or "--nofirst_weights_lane" in flags,
+          "job.flags leaves out --first_weights_lane with the servers apart")
 else:
     check(all("affinity" not in t["spec"]["template"]["spec"] for t in (sts, job)),
           "pods have an affinity rule without --server_placement=apart")
+    check(lane is None, "job.flags has --first_weights_lane=%s with the servers shared, want none" % lane)
 
 if with_secret:
     secret = by_kind["Secret"]

@@ -73,6 +73,18 @@ fits "$example" 2 4 --apart > "$work/fits.log" && fail "the example (shared plac
 grep -q "may share a node" "$work/fits.log" || fail "the check does not say what may share a node: $(cat "$work/fits.log")"
 pass "--server_placement=apart validates, and keeps each server off nodes with a worker or another server"
 
+"$render" --servers=2 --workers=2 --server_placement=apart --first_weights_lane=false > "$work/apart_no_lane.yaml" ||
+  fail "render --server_placement=apart --first_weights_lane=false"
+[ "$(grep -c -- "^ *--first_weights_lane" "$work/apart_no_lane.yaml")" = 1 ] && grep -q -- "^ *--first_weights_lane=false" "$work/apart_no_lane.yaml" ||
+  fail "a job flag --first_weights_lane=false did not replace the apart placement's lane: $(grep -- --first_weights_lane "$work/apart_no_lane.yaml")"
+fits "$work/apart_no_lane.yaml" 2 2 --apart || fail "the apart job with the lane turned off does not fit"
+"$render" --servers=2 --workers=2 --server_placement=apart --nofirst_weights_lane > "$work/apart_nolane.yaml" ||
+  fail "render --server_placement=apart --nofirst_weights_lane"
+! grep -q -- "^ *--first_weights_lane" "$work/apart_nolane.yaml" ||
+  fail "--nofirst_weights_lane did not keep the apart placement's lane out"
+grep -q "^ *--first_weights_lane=true" "$work/apart.yaml" || fail "the apart job's flags lack --first_weights_lane=true"
+pass "--server_placement=apart asks for the first-weights lane unless a job flag says otherwise"
+
 sed 's/completionMode: Indexed/completionMod: Indexed/' "$example" > "$work/broken.yaml"
 validate "$work/broken.yaml" > "$work/validate.log" 2>&1 && fail "an unknown field passed validation"
 grep -q "completionMod" "$work/validate.log" || { cat "$work/validate.log"; fail "the error does not name the field"; }

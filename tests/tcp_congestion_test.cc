@@ -10,7 +10,10 @@
 #include <catch2/catch.hpp>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <linux/tcp.h>
 #include <sys/socket.h>
+
+#include <algorithm>
 
 #include <string>
 #include <vector>
@@ -71,18 +74,21 @@ Sockets ConnectionsOf(int port) {
   return s;
 }
 
-// A 1-server sync job whose server uses `server_cc` and `server_priority`
-// and whose worker, with two channels, uses `worker_cc`; the settings of
-// their connections after two steps, while both are up.
+// A 1-server job (sync unless `server` says otherwise) whose server uses
+// `server_cc` and `server_priority` and whose worker, with two channels (and
+// the first-weights lane when asked), uses `worker_cc`; the settings of their
+// connections after two steps, while both are up.
 Sockets RunTwoSteps(const std::string& server_cc, const std::string& worker_cc,
-                    int server_priority = HostOptions().socket_priority) {
+                    int server_priority = HostOptions().socket_priority, bool first_weights_lane = false,
+                    const ServerOptions& server = SyncOptions(1, 1)) {
   HostOptions host;
   host.tcp_congestion = server_cc;
   host.socket_priority = server_priority;
-  TestCluster cluster(SyncOptions(1, 1), host);
+  TestCluster cluster(server, host);
   ClientOptions options = cluster.ClientFor(0);
   options.channels_per_server = 2;
   options.tcp_congestion = worker_cc;
+  options.first_weights_lane = first_weights_lane;
   auto worker = cluster.Worker(options);
   const auto w = TrainOnes(*worker, 2);
   REQUIRE(w.ok());
@@ -174,6 +180,82 @@ TEST_CASE("a server's connections are bulk traffic, but for the one pushes take;
     const Sockets s = RunTwoSteps(kDefaultTcpCongestion, kDefaultTcpCongestion, kKeepSocketPriority);
     CHECK(AllAt(s.accepted, kMachineSocketPriority));
   }
+}
+
+TEST_CASE("a sync worker's first-weights lane is one more connection, which the server lifts out of the bulk band",
+          "[tcp_congestion]") {
+  // SmallLayout's first tensor is its first weights: the one pull a step
+  // names it, and so takes the lane, as do the awaits.
+  SECTION("the pushes' connection and the lane lifted, the shared one bulk; the weights exact") {
+    const Sockets s = RunTwoSteps(kSystemTcpCongestion, kSystemTcpCongestion, kBulkSocketPriority, true);
+    CHECK(s.opened.size() == 3);
+    REQUIRE(s.accepted.size() >= 3);
+    CHECK(CountAt(s.accepted, kMachineSocketPriority) == 2);
+    CHECK(CountAt(s.accepted, kBulkSocketPriority) == static_cast<int>(s.accepted.size()) - 2);
+  }
+  SECTION("another priority for the answers: the lane still at the machine's band, the shared one at it") {
+    const Sockets s = RunTwoSteps(kSystemTcpCongestion, kSystemTcpCongestion, 5, true);
+    CHECK(s.opened.size() == 3);
+    CHECK(CountAt(s.accepted, kMachineSocketPriority) == 2);
+    CHECK(CountAt(s.accepted, 5) == static_cast<int>(s.accepted.size()) - 2);
+  }
+  SECTION("async and ssp ignore it: two connections, the pushes' alone lifted") {
+    ServerOptions ssp = SyncOptions(1, 1);
+    ssp.job.mode = Mode::kSsp;
+    ssp.job.staleness = 2;
+    for (const ServerOptions& job : {AsyncOptions(1), ssp}) {
+      const Sockets s = RunTwoSteps(kSystemTcpCongestion, kSystemTcpCongestion, kBulkSocketPriority, true, job);
+      CHECK(s.opened.size() == 2);
+      CHECK(CountAt(s.accepted, kMachineSocketPriority) == 1);
+    }
+  }
+}
+
+// Bytes the server has sent on each of its connections at `priority`.
+std::vector<uint64_t> BytesSentAt(int port, int priority) {
+  std::vector<uint64_t> sent;
+  for (int fd : OpenDescriptors()) {
+    sockaddr_storage local{};
+    socklen_t llen = sizeof(local);
+    tcp_info info{};
+    socklen_t ilen = sizeof(info);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 || Port(local) != port ||
+        getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &ilen) != 0 || SocketPriorityOf(fd) != priority) {
+      continue;
+    }
+    sent.push_back(info.tcpi_bytes_sent);
+  }
+  return sent;
+}
+
+uint64_t Most(const std::vector<uint64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+TEST_CASE("only the first weights' fetches take the lane: later weights come over the shared connection",
+          "[tcp_congestion]") {
+  // 40 KB of first weights, then 400 KB that begin past 4% of the model.
+  const Layout layout{{{"first", {10000}}, {"later", {100000}}}};
+  ServerOptions job = SyncOptions(1, 1);
+  job.job.partition_bytes = 64 << 10;
+  HostOptions host;
+  host.tcp_congestion = kSystemTcpCongestion;
+  TestCluster cluster(job, host);
+  ClientOptions options = cluster.ClientFor(0, layout);
+  options.channels_per_server = 2;
+  options.tcp_congestion = kSystemTcpCongestion;
+  options.first_weights_lane = true;
+  auto worker = cluster.Worker(options);
+  std::vector<float> first(10000, 0.0f), later(100000, 0.0f), ones(100000, 1.0f);
+  REQUIRE(worker->Init({first, later}).ok());
+  REQUIRE(worker->Push(0, {{0, ones.data()}, {1, ones.data()}}).ok());
+  REQUIRE(worker->Pull(1, {{1, later.data()}}).ok());  // its await takes the lane, its 400 KB the shared one
+  const int port = cluster.host(0)->port();
+  CHECK(Most(BytesSentAt(port, kBulkSocketPriority)) >= 400000);
+  CHECK(Most(BytesSentAt(port, kMachineSocketPriority)) < 40000);  // acknowledgements and awaits' answers
+  REQUIRE(worker->Pull(1, {{0, first.data()}}).ok());
+  CHECK(Most(BytesSentAt(port, kMachineSocketPriority)) >= 40000);  // the lane's
+  CHECK(first[0] == -1.0f);
+  CHECK(later[99999] == -1.0f);
+  worker->Shutdown();
 }
 
 TEST_CASE("a backup lifts the connection its primary's updates come on out of the bulk band", "[tcp_congestion]") {

@@ -295,5 +295,41 @@ TEST_CASE("a request is held to half a window set by hand, and is a partition's 
   CHECK(FetchRequestBytes(o) == 16 << 10);
 }
 
+TEST_CASE("with the first-weights lane sync fetches have no window unless in_flight_bytes sets one; pushes keep theirs",
+          "[transfer_queue]") {
+  ClientOptions o;
+  o.first_weights_lane = true;
+  CHECK(FetchBudget(o).total <= 0);
+  CHECK(PushBudget(o).total == 2 << 20);
+  TransferQueue fetches(FetchBudget(o));
+  int fetched = 0;
+  for (int i = 0; i < 100; ++i) fetches.Submit({0, i}, 1 << 20, [&](std::function<void()>) { ++fetched; });
+  CHECK(fetched == 100);  // none waits
+  o.in_flight_bytes = 1 << 20;
+  CHECK(FetchBudget(o).total == 1 << 20);
+  o.in_flight_bytes = 0;
+  for (Mode mode : {Mode::kAsync, Mode::kSsp}) {  // which ignore the lane
+    o.job.mode = mode;
+    CHECK(FetchBudget(o).total == 256 << 10);
+  }
+}
+
+// A layout of tensors of these sizes.
+Layout Sized(const std::vector<int64_t>& sizes) {
+  Layout layout;
+  for (size_t i = 0; i < sizes.size(); ++i) layout.tensors.push_back({"t" + std::to_string(i), {sizes[i]}});
+  return layout;
+}
+
+TEST_CASE("the first weights are the tensors that begin within the first 4% of the model, one at least",
+          "[transfer_queue]") {
+  CHECK(FirstWeightsTensors(Sized({10, 10, 19, 961})) == 4);  // the fourth begins at 39 of 1000
+  CHECK(FirstWeightsTensors(Sized({10, 10, 20, 960})) == 3);  // at 40: past
+  CHECK(FirstWeightsTensors(Sized({1000, 1, 1})) == 1);
+  CHECK(FirstWeightsTensors(Sized({5})) == 1);
+  CHECK(FirstWeightsTensors(Sized({1, 1, 1, 1})) == 1);  // the second begins at a quarter
+  CHECK(FirstWeightsTensors(Layout{}) == 0);
+}
+
 }  // namespace
 }  // namespace shardps
