@@ -33,6 +33,20 @@ for bad in "/nonexistent/a job" '/nonexistent/job;touch /tmp/x' '/nonexistent/$(
 done
 [ ! -e /nonexistent ] || fail "a refused ps_slurm wrote its job directory"
 pass "ps_slurm refuses a job directory with a space, a comma or a shell character, naming it"
+# A job directory whose checkpoints hold an earlier job's is refused unless --resume asks to go on from them.
+old=$TEST_TMPDIR/old_job
+mkdir -p "$old/checkpoints/server-0" "$TEST_TMPDIR/other_ckpt" && touch "$old/checkpoints/server-0/step-10"
+"$runfiles/deploy/slurm/ps_slurm" --servers=1 --bin="$runfiles" --job_dir="$old" > /dev/null 2> "$TEST_TMPDIR/bad.err" \
+  && fail "ps_slurm took a job directory holding an earlier job's checkpoints"
+grep -qF "ps_slurm: $old/checkpoints holds an earlier job's checkpoints" "$TEST_TMPDIR/bad.err" \
+  || fail "no clear error for an earlier job's checkpoints: $(cat "$TEST_TMPDIR/bad.err")"
+[ ! -e "$old/job.flags" ] || fail "a refused ps_slurm wrote job.flags"
+"$runfiles/deploy/slurm/ps_slurm" --servers=1 --bin="$runfiles" --job_dir="$old" --checkpoint_dir="$TEST_TMPDIR/other_ckpt" \
+  > /dev/null || fail "ps_slurm refused a job directory whose job checkpoints elsewhere, to an empty directory"
+"$runfiles/deploy/slurm/ps_slurm" --servers=1 --bin="$runfiles" --job_dir="$old" --resume > /dev/null \
+  || fail "ps_slurm --resume refused the earlier job's checkpoints"
+grep -qx -- "--checkpoint_dir=$old/checkpoints" "$old/job.flags" || fail "--resume's job does not use the old checkpoints"
+pass "ps_slurm refuses an earlier job's checkpoints unless --resume asks to go on from them"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # server_ports N: a base port whose N ports from it are free, below the
