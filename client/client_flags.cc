@@ -29,7 +29,7 @@ ABSL_FLAG(int64_t, in_flight_bytes, 0,
           "Bytes of pushes (and, apart, of fetched weights) in flight at once; the rest queue in the transfer "
           "schedule's order, earliest layer first (0: automatic, 512 KB of pushes and 256 KB of fetched weights, and "
           "two requests' bytes at least: 2 MB of pushes with the default --push_request_bytes; with "
-          "--first_weights_lane no limit on fetched weights; -1: no limit).");
+          "--first_weights_lane, in sync, no limit on fetched weights; -1: no limit).");
 ABSL_FLAG(int64_t, push_request_bytes, shardps::kDefaultPushRequestBytes,
           "The most bytes of one server's chunks of a push that share a request (fewer calls; a partition at least, "
           "0: one partition; half of --in_flight_bytes at most when that is set; keep it under the servers' "

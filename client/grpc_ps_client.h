@@ -60,7 +60,7 @@ int64_t PushRequestBytes(const ClientOptions& options);
 int64_t FetchRequestBytes(const ClientOptions& options);
 // With ClientOptions::first_weights_lane: how many of the layout's first
 // tensors are the first weights, those that begin within the first 4% of its
-// elements (bench/scaling's resnet50/10: 39 of its 108 tensors, 0.41 MB of
+// elements (bench/scaling's resnet50/10: 39 of its 108 tensors, 0.44 MB of
 // 10.2).
 uint32_t FirstWeightsTensors(const Layout& layout);
 

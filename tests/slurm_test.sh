@@ -38,11 +38,14 @@ old=$TEST_TMPDIR/old_job
 mkdir -p "$old/checkpoints/server-0" "$TEST_TMPDIR/other_ckpt" && touch "$old/checkpoints/server-0/step-10"
 "$runfiles/deploy/slurm/ps_slurm" --servers=1 --bin="$runfiles" --job_dir="$old" > /dev/null 2> "$TEST_TMPDIR/bad.err" \
   && fail "ps_slurm took a job directory holding an earlier job's checkpoints"
-grep -qF "ps_slurm: $old/checkpoints holds an earlier job's checkpoints" "$TEST_TMPDIR/bad.err" \
+grep -qF "ps_slurm: $old/checkpoints is not empty: an earlier job's checkpoints?" "$TEST_TMPDIR/bad.err" \
   || fail "no clear error for an earlier job's checkpoints: $(cat "$TEST_TMPDIR/bad.err")"
 [ ! -e "$old/job.flags" ] || fail "a refused ps_slurm wrote job.flags"
-"$runfiles/deploy/slurm/ps_slurm" --servers=1 --bin="$runfiles" --job_dir="$old" --checkpoint_dir="$TEST_TMPDIR/other_ckpt" \
+printf '  --checkpoint_dir=%s' "$TEST_TMPDIR/other_ckpt" > "$TEST_TMPDIR/other.flags"  # indented, no last newline
+"$runfiles/deploy/slurm/ps_slurm" --servers=1 --bin="$runfiles" --job_dir="$old" --flagfile="$TEST_TMPDIR/other.flags" \
   > /dev/null || fail "ps_slurm refused a job directory whose job checkpoints elsewhere, to an empty directory"
+[ "$(grep -c -- "--checkpoint_dir=" "$old/job.flags")" = 1 ] ||
+  fail "a --checkpoint_dir from --flagfile did not replace the default: $(grep -- --checkpoint_dir "$old/job.flags")"
 "$runfiles/deploy/slurm/ps_slurm" --servers=1 --bin="$runfiles" --job_dir="$old" --resume > /dev/null \
   || fail "ps_slurm --resume refused the earlier job's checkpoints"
 grep -qx -- "--checkpoint_dir=$old/checkpoints" "$old/job.flags" || fail "--resume's job does not use the old checkpoints"
