@@ -23,6 +23,10 @@ absl::Status Collect(const std::vector<std::string>& words, bool from_file, int 
 // `flagfiles`: a --flagfile value (files separated by commas).
 absl::Status ReadFlagfiles(const std::string& flagfiles, int depth, Values& values) {
   for (const std::string& path : FlagFilePaths(flagfiles)) {
+    if (path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--flagfile=", flagfiles, " names an empty file (two commas in a row, or one at an end)"));
+    }
     if (depth > kMaxFlagfileDepth) {
       return absl::InvalidArgumentError(absl::StrCat("flag files nest deeper than ", kMaxFlagfileDepth, " at ", path));
     }

@@ -20,7 +20,8 @@ std::vector<std::string> FlagFileWords(absl::string_view text) {
 }
 
 std::vector<std::string> FlagFilePaths(absl::string_view value) {
-  return absl::StrSplit(value, ',', absl::SkipEmpty());
+  if (value.empty()) return {};
+  return absl::StrSplit(value, ',');
 }
 
 absl::StatusOr<std::vector<std::string>> ReadFlagFileWords(const std::string& path) {

@@ -21,7 +21,9 @@ inline constexpr int kMaxFlagfileDepth = 4;
 // with '#' are none.
 std::vector<std::string> FlagFileWords(absl::string_view text);
 
-// The files a --flagfile value names: separated by commas.
+// The files a --flagfile value names: separated by commas; none for an empty
+// value, and an empty name for two commas in a row or one at an end (which
+// absl fails to open).
 std::vector<std::string> FlagFilePaths(absl::string_view value);
 
 // The words of flag file `path`; FAILED_PRECONDITION naming it when it

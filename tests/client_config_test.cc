@@ -82,6 +82,10 @@ TEST_CASE("client options: a --flagfile value names files separated by commas, r
   CHECK(o->job.mode == Mode::kSsp);  // the later file wins
   CHECK(o->job.staleness == 3);
   CHECK(o->rank == 2);
+  // An empty name, as absl refuses it.
+  o = ClientOptionsFromText(absl::StrCat("\"--flagfile=", first, ",\" --servers=a:1"));
+  CHECK(o.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(o.status().message()), Catch::Contains("names an empty file"));
   // One that cannot be read stops the rest, naming it.
   o = ClientOptionsFromText(absl::StrCat("\"--flagfile=", first, ",/nonexistent/job.flags\" --servers=a:1"));
   CHECK(o.status().code() == absl::StatusCode::kFailedPrecondition);
