@@ -104,6 +104,12 @@ namespace {
 int64_t AutomaticWindow(int64_t request_bytes, int64_t floor) {
   return std::max<int64_t>(floor, 2 * request_bytes);
 }
+
+// The lane a pull takes: the first-weights lane when it says it is a
+// first-weights call, which the server reads to lift the connection.
+Lane PullLane(const wire::PullRequest& request, Lane otherwise) {
+  return request.first_weights() ? Lane::kFirstWeights : otherwise;
+}
 }  // namespace
 
 TransferQueue::Budget PushBudget(const ClientOptions& options) {
@@ -319,12 +325,11 @@ void GrpcPsClient::AwaitThenFetch(int64_t step, std::shared_ptr<PullPart> part, 
   await->set_await_only(true);
   // With the lane, every await takes it: small, and awaited.
   if (options_.UsesFirstWeightsLane()) await->set_first_weights(true);
+  const Lane lane = PullLane(*await, Lane::kOthers);  // before `await` is moved into the call
   auto resp = std::make_shared<grpc::ByteBuffer>();
   const absl::Time sent = absl::Now();
   connections_[part->server]->Call(
-      TransferSpec("pull", options_.pull_timeout,
-                   options_.UsesFirstWeightsLane() ? Lane::kFirstWeights : Lane::kOthers),
-      RawPullAttempt(std::move(await), resp),
+      TransferSpec("pull", options_.pull_timeout, lane), RawPullAttempt(std::move(await), resp),
       [this, step, part, sent, fanout, ticket](absl::Status st) mutable {
         if (!st.ok()) {
           pull_queue_.Cancel(ticket);
@@ -349,8 +354,7 @@ void GrpcPsClient::SendFetch(std::shared_ptr<PullPart> part, absl::Time queued, 
   auto resp = std::make_shared<grpc::ByteBuffer>();
   ServerConnection* connection = connections_[part->server].get();
   connection->Call(
-      TransferSpec("pull", options_.pull_timeout,
-                   part->request->first_weights() ? Lane::kFirstWeights : Lane::kFetches),
+      TransferSpec("pull", options_.pull_timeout, PullLane(*part->request, Lane::kFetches)),
       RawPullAttempt(part->request, resp),
       [this, connection, part, resp, queued, sent, finished = std::move(finished),
        fanout = std::move(fanout)](absl::Status st) {

@@ -47,7 +47,15 @@ int Port(const sockaddr_storage& a) {
 struct Connection {
   std::string algorithm;
   int priority;
+  uint64_t bytes_sent;  // TCP_INFO's tcpi_bytes_sent
 };
+
+// The bytes `fd`, a TCP socket, has sent so far.
+uint64_t BytesSent(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 ? info.tcpi_bytes_sent : 0;
+}
 
 struct Sockets {
   std::vector<Connection> accepted;  // by the server: the local port is its port
@@ -67,7 +75,7 @@ Sockets ConnectionsOf(int port) {
         getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) {
       continue;  // not a connected TCP socket
     }
-    const Connection c{algorithm, SocketPriorityOf(fd)};
+    const Connection c{algorithm, SocketPriorityOf(fd), BytesSent(fd)};
     if (Port(local) == port) s.accepted.push_back(c);
     if (Port(peer) == port) s.opened.push_back(c);
   }
@@ -211,24 +219,15 @@ TEST_CASE("a sync worker's first-weights lane is one more connection, which the 
   }
 }
 
-// Bytes the server has sent on each of its connections at `priority`.
-std::vector<uint64_t> BytesSentAt(int port, int priority) {
-  std::vector<uint64_t> sent;
-  for (int fd : OpenDescriptors()) {
-    sockaddr_storage local{};
-    socklen_t llen = sizeof(local);
-    tcp_info info{};
-    socklen_t ilen = sizeof(info);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 || Port(local) != port ||
-        getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &ilen) != 0 || SocketPriorityOf(fd) != priority) {
-      continue;
-    }
-    sent.push_back(info.tcpi_bytes_sent);
+// The most bytes the server on `port` has sent on one of its connections at
+// `priority`.
+uint64_t MostSentAt(int port, int priority) {
+  uint64_t most = 0;
+  for (const Connection& c : ConnectionsOf(port).accepted) {
+    if (c.priority == priority) most = std::max(most, c.bytes_sent);
   }
-  return sent;
+  return most;
 }
-
-uint64_t Most(const std::vector<uint64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
 TEST_CASE("only the first weights' fetches take the lane: later weights come over the shared connection",
           "[tcp_congestion]") {
@@ -249,10 +248,10 @@ TEST_CASE("only the first weights' fetches take the lane: later weights come ove
   REQUIRE(worker->Push(0, {{0, ones.data()}, {1, ones.data()}}).ok());
   REQUIRE(worker->Pull(1, {{1, later.data()}}).ok());  // its await takes the lane, its 400 KB the shared one
   const int port = cluster.host(0)->port();
-  CHECK(Most(BytesSentAt(port, kBulkSocketPriority)) >= 400000);
-  CHECK(Most(BytesSentAt(port, kMachineSocketPriority)) < 40000);  // acknowledgements and awaits' answers
+  CHECK(MostSentAt(port, kBulkSocketPriority) >= 400000);
+  CHECK(MostSentAt(port, kMachineSocketPriority) < 40000);  // acknowledgements and awaits' answers
   REQUIRE(worker->Pull(1, {{0, first.data()}}).ok());
-  CHECK(Most(BytesSentAt(port, kMachineSocketPriority)) >= 40000);  // the lane's
+  CHECK(MostSentAt(port, kMachineSocketPriority) >= 40000);  // the lane's
   CHECK(first[0] == -1.0f);
   CHECK(later[99999] == -1.0f);
   worker->Shutdown();
